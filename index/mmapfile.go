@@ -1,0 +1,547 @@
+// Package index implements the sparse indexes that sit beside every log
+// segment, in the manner of Kafka's OffsetIndex and TimeIndex.
+//
+// A segment's .log file holds record batches back to back. Finding the batch
+// that holds an offset, or the first batch at or after a timestamp, by
+// scanning the whole file would be slow, so every index.interval.bytes of
+// log the segment records one small fixed-size entry:
+//
+//   - the offset index (.index) maps an offset to the physical position of
+//     its batch in the .log file (OffsetIndex, format in offset.go);
+//   - the time index (.timeindex) maps a timestamp to the offset from which
+//     records at or after that timestamp may start (TimeIndex, format in
+//     time.go).
+//
+// A lookup is a binary search over the entries; it yields a starting point,
+// and the caller scans forward from there through at most one index
+// interval of log.
+//
+// # Storage
+//
+// Both files are arrays of fixed-size big-endian entries with no header,
+// memory-mapped with github.com/edsrzf/mmap-go. Offsets are stored relative
+// to the segment's base offset (4 bytes), so a segment cannot span more than
+// 2^32 offsets.
+//
+// The index of the active segment is writable: its file is preallocated
+// (ftruncate, so the unused tail is sparse and reads as zero) to maxBytes
+// rounded down to a whole number of entries, and it is mapped read-write.
+// Appends are plain stores into the mapping, without a system call. When the
+// segment is sealed (rolled), the mapping is flushed, the file is trimmed to
+// exactly entries × entry size, fsynced and mapped again read-only. Close
+// trims a writable index the same way, so a cleanly closed index file is
+// always exactly as long as its entries.
+//
+// The file holds no entry count. On open the count is the file size divided
+// by the entry size. After a crash, a writable index may still be at its
+// preallocated size; because an all-zero entry is never valid after the
+// first one (offsets increase), Open drops trailing all-zero entries, and
+// the first one too when the whole file is zero. The log should still run
+// Check, and truncate or rebuild the index against the recovered log (the
+// kernel may have written back entries for log bytes that never reached the
+// disk).
+//
+// # Concurrency
+//
+// One goroutine, the owner, appends (Append, MaybeAppend). Any number of
+// goroutines may call Lookup, Entry, Entries, LastEntry, IsFull, SizeBytes
+// and BaseOffset concurrently with the appends: an append stores the entry
+// bytes first and then publishes the new entry count with an atomic store;
+// readers load the count atomically and read only that many entries.
+//
+// TruncateTo, Reset, Seal, Unseal, Close and Delete are called by the owner
+// only, and the caller must exclude readers while they run (for example
+// with a lock that readers hold shared): they shrink the count, zero
+// entries, or replace the mapping. Sync is called by the owner too, but
+// readers may run alongside it.
+//
+// # Errors
+//
+// A damaged file never causes a panic: sanity failures are returned as
+// errors wrapping ErrCorrupt that name the file. Entry with an index outside
+// [0, Entries()) is a programming error and panics like a slice access.
+package index
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync/atomic"
+
+	"github.com/edsrzf/mmap-go"
+)
+
+// DefaultMaxBytes is the default preallocated size of an index file
+// (Kafka's segment.index.bytes).
+const DefaultMaxBytes = 10 << 20
+
+var (
+	// ErrFull is returned by an append when the index has no free entry, or
+	// when the offset is too far above the base offset to be stored
+	// relative to it. Either way the log rolls the segment.
+	ErrFull = errors.New("index: full")
+	// ErrOutOfOrder is returned by an append whose offset is not greater
+	// than the last entry's (the time index accepts an equal offset and
+	// skips it), or is below the base offset.
+	ErrOutOfOrder = errors.New("index: offset not increasing")
+	// ErrCorrupt is wrapped by every sanity-check failure.
+	ErrCorrupt = errors.New("index: corrupt")
+	// ErrReadOnly is returned by an append to a sealed index.
+	ErrReadOnly = errors.New("index: read-only")
+)
+
+// warmBytes is the tail of the index that lookups search first. Most
+// lookups (consumers near the head, replication) target recent entries;
+// searching the last few pages first keeps the pages they touch in the
+// page cache instead of walking a fresh path from the middle of the file
+// each time (the same trick as Kafka's "warm section").
+const warmBytes = 8192
+
+// mmapFile is the storage shared by OffsetIndex and TimeIndex: a file of
+// fixed-size entries, mapped into memory, with an atomically published
+// entry count. It owns opening, preallocation, mapping, remapping,
+// trimming and closing; the index types add only the entry encoding.
+//
+// Its exported methods are promoted to both index types.
+type mmapFile struct {
+	path      string
+	base      int64
+	entrySize int
+	maxBytes  int // preallocation size, a multiple of entrySize
+
+	f        *os.File
+	data     mmap.MMap // nil when the file is empty or closed
+	size     int64     // length of the file on disk
+	writable bool      // appends allowed: preallocated and mapped read-write
+	rw       bool      // data is a read-write mapping
+	closed   bool
+
+	n atomic.Int64 // valid entries; stored after their bytes
+}
+
+// open opens or creates path and maps it; see OpenOffsetIndex.
+func (m *mmapFile) open(path string, base int64, entrySize, maxBytes int, writable bool) error {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	m.path, m.base, m.entrySize = path, base, entrySize
+	m.maxBytes = maxBytes / entrySize * entrySize
+	if m.maxBytes == 0 {
+		return fmt.Errorf("index: %s: maxBytes %d is smaller than one %d-byte entry", path, maxBytes, entrySize)
+	}
+	if base < 0 {
+		return fmt.Errorf("index: %s: negative base offset %d", path, base)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("index: %w", err)
+	}
+	m.f = f
+	if err := m.load(writable); err != nil {
+		m.unmap()
+		f.Close()
+		m.closed = true
+		return err
+	}
+	return nil
+}
+
+func (m *mmapFile) load(writable bool) error {
+	st, err := m.f.Stat()
+	if err != nil {
+		return fmt.Errorf("index: %w", err)
+	}
+	m.size = st.Size()
+	if m.size%int64(m.entrySize) != 0 {
+		return fmt.Errorf("%w: %s: size %d is not a multiple of the %d-byte entry", ErrCorrupt, m.path, m.size, m.entrySize)
+	}
+	if m.size > int64(maxInt) {
+		return fmt.Errorf("%w: %s: size %d is too large", ErrCorrupt, m.path, m.size)
+	}
+	stored := int(m.size) / m.entrySize
+	length := int(m.size)
+	if writable {
+		length = m.capacityFor(stored)
+		if err := m.truncate(int64(length)); err != nil {
+			return err
+		}
+	}
+	if err := m.remap(length, writable); err != nil {
+		return err
+	}
+	m.writable = writable
+	m.n.Store(int64(m.usedEntries(stored)))
+	return nil
+}
+
+// usedEntries returns how many of the first stored entries are real: the
+// trailing all-zero ones are preallocated space that a crash left untrimmed.
+func (m *mmapFile) usedEntries(stored int) int {
+	end := stored * m.entrySize
+	i := end - 1
+	for i >= 0 && m.data[i] == 0 {
+		i--
+	}
+	if i < 0 {
+		// All zero. One zero entry is a legitimate clean index (base offset
+		// at position 0); more than one can only be unused space.
+		if stored == 1 {
+			return 1
+		}
+		return 0
+	}
+	return i/m.entrySize + 1
+}
+
+// capacityFor is the preallocated length of a writable file holding n
+// entries: maxBytes, or more when an older, larger configuration left more
+// entries than that.
+func (m *mmapFile) capacityFor(n int) int {
+	return max(m.maxBytes, n*m.entrySize)
+}
+
+// truncate sets the file's length.
+func (m *mmapFile) truncate(size int64) error {
+	if size == m.size {
+		return nil
+	}
+	if err := m.f.Truncate(size); err != nil {
+		return fmt.Errorf("index: %w", err)
+	}
+	m.size = size
+	return nil
+}
+
+// remap replaces the mapping with one of the first length bytes of the
+// file. On failure the old mapping stays in place. A zero length is not
+// mapped (mmap rejects it): data becomes nil.
+func (m *mmapFile) remap(length int, writable bool) error {
+	var next mmap.MMap
+	if length > 0 {
+		prot := mmap.RDONLY
+		if writable {
+			prot = mmap.RDWR
+		}
+		var err error
+		next, err = mmap.MapRegion(m.f, length, prot, 0, 0)
+		if err != nil {
+			return fmt.Errorf("index: mmap %s: %w", m.path, err)
+		}
+	}
+	old := m.data
+	m.data, m.rw = next, writable && next != nil
+	if old != nil {
+		if err := old.Unmap(); err != nil {
+			return fmt.Errorf("index: munmap %s: %w", m.path, err)
+		}
+	}
+	return nil
+}
+
+func (m *mmapFile) errClosed() error {
+	return fmt.Errorf("index: %s: %w", m.path, fs.ErrClosed)
+}
+
+// count loads the published number of entries.
+func (m *mmapFile) count() int { return int(m.n.Load()) }
+
+// slot returns the bytes of entry i.
+func (m *mmapFile) slot(i int) []byte {
+	o := i * m.entrySize
+	return m.data[o : o+m.entrySize : o+m.entrySize]
+}
+
+// checkIndex panics unless 0 <= i < n.
+func checkIndex(i, n int) {
+	if uint(i) >= uint(n) {
+		panic(fmt.Sprintf("index: entry %d out of range [0,%d)", i, n))
+	}
+}
+
+// writableCheck reports why the index cannot take appends, if it cannot.
+func (m *mmapFile) writableCheck() error {
+	if m.closed {
+		return m.errClosed()
+	}
+	if !m.writable {
+		return fmt.Errorf("%w: %s", ErrReadOnly, m.path)
+	}
+	return nil
+}
+
+// relative converts offset to its stored form, reporting ErrOutOfOrder
+// below the base offset and ErrFull beyond what 32 bits can express.
+func (m *mmapFile) relative(offset int64) (uint32, error) {
+	switch {
+	case offset < m.base:
+		return 0, fmt.Errorf("%w: %s: offset %d below base offset %d", ErrOutOfOrder, m.path, offset, m.base)
+	case offset-m.base > maxUint32:
+		return 0, fmt.Errorf("%w: %s: offset %d is more than 2^32-1 above base offset %d", ErrFull, m.path, offset, m.base)
+	}
+	return uint32(offset - m.base), nil
+}
+
+// freeSlot returns the slot for entry n, or ErrFull.
+func (m *mmapFile) freeSlot(n int) ([]byte, error) {
+	if (n+1)*m.entrySize > len(m.data) {
+		return nil, fmt.Errorf("%w: %s: %d entries", ErrFull, m.path, n)
+	}
+	return m.slot(n), nil
+}
+
+// publish makes n entries visible to readers. The entry bytes must have
+// been stored already.
+func (m *mmapFile) publish(n int) { m.n.Store(int64(n)) }
+
+// shrink drops the entries from n on. In a writable index their bytes are
+// zeroed, so that a crash before the next trim does not bring them back.
+func (m *mmapFile) shrink(n int) {
+	old := m.count()
+	if m.closed || n >= old {
+		return
+	}
+	m.publish(n)
+	if m.writable {
+		clear(m.data[n*m.entrySize : old*m.entrySize])
+	}
+}
+
+// lastAtMost returns the largest i < n whose key is <= t, or -1 when no
+// key is. The key of an entry is the big-endian field at byte off: an int64
+// when wide, else a uint32. Keys must be non-decreasing (on a corrupt index
+// the answer is wrong but in range). The warm tail of the index is tried
+// first.
+func (m *mmapFile) lastAtMost(n, off int, wide bool, t int64) int {
+	data, es := m.data, m.entrySize
+	key := func(i int) int64 {
+		p := i*es + off
+		if wide {
+			return int64(binary.BigEndian.Uint64(data[p : p+8]))
+		}
+		return int64(binary.BigEndian.Uint32(data[p : p+4]))
+	}
+	if n == 0 || key(0) > t {
+		return -1
+	}
+	lo, hi := 0, n-1 // key(lo) <= t; the answer is in [lo, hi]
+	if w := n - 1 - warmBytes/es; w > 0 && key(w) <= t {
+		lo = w
+	}
+	for lo < hi {
+		mid := int(uint(lo+hi+1) >> 1)
+		if key(mid) <= t {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
+}
+
+// lastOffsetAtMost returns the largest i < n whose offset, stored relative
+// to the base offset in the 4-byte field at byte off, is <= target, or -1.
+func (m *mmapFile) lastOffsetAtMost(n, off int, target int64) int {
+	if target < m.base {
+		return -1
+	}
+	return m.lastAtMost(n, off, false, target-m.base)
+}
+
+// truncateOffsets drops the entries whose offset, stored in the 4-byte
+// field at byte off, is >= offset.
+func (m *mmapFile) truncateOffsets(off int, offset int64) {
+	if m.closed {
+		return
+	}
+	keep := 0
+	if offset > m.base {
+		keep = m.lastOffsetAtMost(m.count(), off, offset-1) + 1
+	}
+	m.shrink(keep)
+}
+
+// corrupt builds a sanity-check error for entry i.
+func (m *mmapFile) corrupt(i int, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: entry %d: %s", ErrCorrupt, m.path, i, fmt.Sprintf(format, args...))
+}
+
+// checkRelative reports an entry whose offset overflows int64.
+func (m *mmapFile) checkRelative(i int, rel uint32) error {
+	if int64(rel) > maxInt64-m.base {
+		return m.corrupt(i, "relative offset %d overflows base offset %d", rel, m.base)
+	}
+	return nil
+}
+
+// Entries returns the number of entries. Safe concurrently with appends.
+func (m *mmapFile) Entries() int { return m.count() }
+
+// IsFull reports whether an append would fail with ErrFull for lack of
+// room. A sealed or closed index is always full.
+func (m *mmapFile) IsFull() bool {
+	if m.closed || !m.writable {
+		return true
+	}
+	return (m.count()+1)*m.entrySize > len(m.data)
+}
+
+// BaseOffset returns the base offset of the segment the index belongs to.
+func (m *mmapFile) BaseOffset() int64 { return m.base }
+
+// SizeBytes returns the bytes taken by the entries: Entries() × entry size.
+func (m *mmapFile) SizeBytes() int64 { return int64(m.count()) * int64(m.entrySize) }
+
+// Path returns the file's path.
+func (m *mmapFile) Path() string { return m.path }
+
+// Reset drops every entry. Readers must be excluded.
+func (m *mmapFile) Reset() { m.shrink(0) }
+
+// Seal makes the index read-only and exactly as long as its entries:
+// msync, trim the file to Entries() × entry size, fsync it, and map it
+// again read-only (an empty file stays unmapped). Sealing a sealed index
+// trims it again if a TruncateTo or Reset shortened it. After Seal,
+// appends fail with ErrReadOnly; lookups keep working. Readers must be
+// excluded.
+func (m *mmapFile) Seal() error {
+	if m.closed {
+		return m.errClosed()
+	}
+	length := m.count() * m.entrySize
+	wasWritable := m.writable
+	if wasWritable {
+		if err := m.data.Flush(); err != nil {
+			return fmt.Errorf("index: msync %s: %w", m.path, err)
+		}
+	}
+	resized := m.size != int64(length)
+	// The old mapping stays valid over the entries while the file shrinks
+	// under it; from here nothing may write past them.
+	if err := m.truncate(int64(length)); err != nil {
+		return err
+	}
+	m.writable = false
+	if wasWritable || resized {
+		if err := m.f.Sync(); err != nil {
+			return fmt.Errorf("index: fsync %s: %w", m.path, err)
+		}
+	}
+	if m.rw || len(m.data) != length {
+		return m.remap(length, false)
+	}
+	return nil
+}
+
+// Unseal makes a sealed index writable again (when a suffix truncation
+// makes its segment the active one): preallocate the file to maxBytes
+// again and map it read-write. A no-op on a writable index. Readers must
+// be excluded.
+func (m *mmapFile) Unseal() error {
+	if m.closed {
+		return m.errClosed()
+	}
+	if m.writable {
+		return nil
+	}
+	n := m.count()
+	length := n * m.entrySize
+	// Cut stale entries (left by TruncateTo on the sealed index) so that
+	// the free slots read as zero, then preallocate.
+	if err := m.truncate(int64(length)); err != nil {
+		return err
+	}
+	if err := m.truncate(int64(m.capacityFor(n))); err != nil {
+		return err
+	}
+	if err := m.remap(m.capacityFor(n), true); err != nil {
+		return err
+	}
+	m.writable = true
+	return nil
+}
+
+// Sync writes the mapping back (msync) and fsyncs the file.
+func (m *mmapFile) Sync() error {
+	if m.closed {
+		return m.errClosed()
+	}
+	if m.writable && m.data != nil {
+		if err := m.data.Flush(); err != nil {
+			return fmt.Errorf("index: msync %s: %w", m.path, err)
+		}
+	}
+	if err := m.f.Sync(); err != nil {
+		return fmt.Errorf("index: fsync %s: %w", m.path, err)
+	}
+	return nil
+}
+
+// Close flushes a writable index, unmaps it, trims the file to its
+// entries and closes it. Closing a closed index does nothing. Readers must
+// be excluded; afterwards the index has no entries.
+func (m *mmapFile) Close() error {
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	length := int64(m.count()) * int64(m.entrySize)
+	var errs []error
+	if m.writable && m.data != nil {
+		if err := m.data.Flush(); err != nil {
+			errs = append(errs, fmt.Errorf("index: msync %s: %w", m.path, err))
+		}
+	}
+	if err := m.unmap(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := m.truncate(length); err != nil {
+		errs = append(errs, err)
+	}
+	if err := m.f.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("index: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Delete unmaps and closes the index (without trimming) and removes its
+// file. A missing file is not an error. Readers must be excluded.
+func (m *mmapFile) Delete() error {
+	var errs []error
+	if !m.closed {
+		m.closed = true
+		if err := m.unmap(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := m.f.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("index: %w", err))
+		}
+	}
+	if err := os.Remove(m.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, fmt.Errorf("index: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// unmap drops the mapping and the entries.
+func (m *mmapFile) unmap() error {
+	m.n.Store(0)
+	m.writable, m.rw = false, false
+	if m.data == nil {
+		return nil
+	}
+	err := m.data.Unmap()
+	m.data = nil
+	if err != nil {
+		return fmt.Errorf("index: munmap %s: %w", m.path, err)
+	}
+	return nil
+}
+
+const (
+	maxUint32 = 1<<32 - 1
+	maxInt64  = 1<<63 - 1
+	maxInt    = int(^uint(0) >> 1)
+	minInt64  = -1 << 63
+)

@@ -1,0 +1,544 @@
+// Package log is the partition log: a directory of segments, each a .log
+// file of Kafka RecordBatch v2 bytes exactly as Kafka stores them, with a
+// sparse .index (offset → position) and .timeindex (timestamp → offset) over
+// mmap beside it.
+//
+// Appends go through the file sequentially without fsync (replication is
+// what makes a write durable); a flush policy can add fsyncs. On open after
+// an unclean shutdown every segment after the recovery point is scanned, a
+// torn or corrupt tail is truncated and reported, and the indexes are
+// rebuilt: indexes are derived data, never trusted over the log.
+//
+// One goroutine at a time appends (Append serialises callers); any number
+// read concurrently and never see a half-written batch.
+package log
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/raftlog/raftlog/index"
+	"github.com/raftlog/raftlog/log/vfs"
+)
+
+// Errors callers branch on.
+var (
+	// ErrOffsetOutOfRange: a read below the log start or past the end.
+	ErrOffsetOutOfRange = errors.New("log: offset out of range")
+	// ErrClosed: the log is closed.
+	ErrClosed = errors.New("log: closed")
+	// ErrOffsetMismatch: AppendAssigned got a batch that does not start at
+	// the log end offset.
+	ErrOffsetMismatch = errors.New("log: batch offset does not follow the log end")
+)
+
+// Log is one partition's log.
+type Log struct {
+	dir      string
+	indexDir string
+	fs       vfs.FS
+	cfg      Config
+	logger   hclog.Logger
+	now      func() time.Time
+
+	// wmu serialises writers: append, flush, roll, truncation, retention.
+	wmu sync.Mutex
+	// mu guards segs; readers hold it shared while they use an index.
+	mu   sync.RWMutex
+	segs []*segment
+
+	start atomic.Int64 // log start offset
+
+	// Writer state, under wmu.
+	werr          error // sticky write error
+	closed        bool
+	unflushedMsgs int64
+	recoveryPoint int64
+	checkpointed  checkpoint
+	pending       []pendingBatch
+	iov           [][]byte
+	one           [1][]byte
+
+	recovery RecoveryReport
+
+	stopFlush chan struct{}
+	flushDone chan struct{}
+}
+
+type pendingBatch struct {
+	buf, start, size int
+	base, last       int64
+	maxTs            int64
+	records          int32
+}
+
+// AppendInfo describes what an append wrote.
+type AppendInfo struct {
+	BaseOffset int64 // offset of the first record written
+	LastOffset int64 // offset of the last record written
+	Batches    int
+	Records    int64
+	Bytes      int64
+}
+
+// Open opens (creating if needed) the partition log in dir, recovering it
+// when it was not closed cleanly.
+func Open(dir string, opts ...Option) (*Log, error) {
+	o := options{fs: vfs.OS, logger: hclog.NewNullLogger(), now: time.Now}
+	for _, fn := range opts {
+		fn(&o)
+	}
+	cfg, err := o.cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if o.indexDir == "" {
+		if o.fs != vfs.OS {
+			return nil, fmt.Errorf("log: WithIndexDir is required with a file system other than vfs.OS")
+		}
+		o.indexDir = dir
+	}
+	l := &Log{dir: dir, indexDir: o.indexDir, fs: o.fs, cfg: cfg, logger: o.logger, now: o.now}
+	if err := l.fs.MkdirAll(dir); err != nil {
+		return nil, fmt.Errorf("log: %w", err)
+	}
+	// A new directory survives a crash only once its parent is synced.
+	for d := filepath.Clean(dir); filepath.Dir(d) != d; d = filepath.Dir(d) {
+		if err := l.fs.SyncDir(filepath.Dir(d)); err != nil {
+			return nil, fmt.Errorf("log: sync dir: %w", err)
+		}
+	}
+	if err := os.MkdirAll(l.indexDir, 0o755); err != nil {
+		return nil, fmt.Errorf("log: %w", err)
+	}
+	if err := l.recover(); err != nil {
+		l.closeSegments()
+		return nil, err
+	}
+	if cfg.FlushMs > 0 {
+		l.stopFlush = make(chan struct{})
+		l.flushDone = make(chan struct{})
+		go l.flushLoop(cfg.FlushMs)
+	}
+	return l, nil
+}
+
+// Dir is the log's directory.
+func (l *Log) Dir() string { return l.dir }
+
+// Config is the effective configuration.
+func (l *Log) Config() Config { return l.cfg }
+
+// StartOffset is the first offset that can be read.
+func (l *Log) StartOffset() int64 { return l.start.Load() }
+
+// EndOffset is the offset the next appended record gets.
+func (l *Log) EndOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.segs[len(l.segs)-1].next.Load()
+}
+
+// Recovery reports what the last Open found and did.
+func (l *Log) Recovery() RecoveryReport { return l.recovery }
+
+// Append validates the whole v2 batches in p, assigns them offsets from the
+// log end by rewriting baseOffset, stamps partitionLeaderEpoch with
+// leaderEpoch (both outside the CRC, so nothing is re-encoded: p is changed
+// in place), and writes them with one write per run of batches that fit the
+// active segment. Nothing is written when any batch is invalid.
+func (l *Log) Append(p []byte, leaderEpoch int32) (AppendInfo, error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.one[0] = p
+	return l.appendLocked(l.one[:], true, leaderEpoch)
+}
+
+// AppendVec is Append for batches held in several buffers (each holding
+// whole batches); they are written with vectored writes.
+func (l *Log) AppendVec(bufs [][]byte, leaderEpoch int32) (AppendInfo, error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	return l.appendLocked(bufs, true, leaderEpoch)
+}
+
+// AppendAssigned appends batches whose offsets are already assigned (a
+// follower replaying its leader's batches): the first must start at the
+// log end offset and each must follow the one before. Bytes are written
+// unchanged.
+func (l *Log) AppendAssigned(bufs ...[]byte) (AppendInfo, error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	return l.appendLocked(bufs, false, 0)
+}
+
+func (l *Log) appendLocked(bufs [][]byte, assign bool, epoch int32) (AppendInfo, error) {
+	if l.closed {
+		return AppendInfo{}, ErrClosed
+	}
+	if l.werr != nil {
+		return AppendInfo{}, l.werr
+	}
+	active := l.segs[len(l.segs)-1]
+	next := active.next.Load()
+	info := AppendInfo{BaseOffset: next}
+	l.pending = l.pending[:0]
+	for bi, p := range bufs {
+		for at := 0; at < len(p); {
+			size, err := ValidateBatch(p[at:], l.cfg.MaxBatchBytes)
+			if err != nil {
+				return AppendInfo{}, fmt.Errorf("log: batch %d: %w", len(l.pending), err)
+			}
+			b := Batch(p[at : at+size])
+			if assign {
+				b.SetBaseOffset(next)
+				b.SetLeaderEpoch(epoch)
+			} else if b.BaseOffset() != next {
+				return AppendInfo{}, fmt.Errorf("%w: batch at %d, expected %d", ErrOffsetMismatch, b.BaseOffset(), next)
+			}
+			last := b.LastOffset()
+			if last < next || last == math.MaxInt64 {
+				return AppendInfo{}, fmt.Errorf("log: batch %d: %w: offsets overflow", len(l.pending), ErrCorruptBatch)
+			}
+			l.pending = append(l.pending, pendingBatch{buf: bi, start: at, size: size, base: next, last: last, maxTs: b.MaxTimestamp(), records: b.RecordCount()})
+			next = last + 1
+			at += size
+			info.Records += int64(b.RecordCount())
+			info.Bytes += int64(size)
+		}
+	}
+	if len(l.pending) == 0 {
+		return AppendInfo{}, fmt.Errorf("log: %w: no batches", ErrCorruptBatch)
+	}
+	info.Batches = len(l.pending)
+	info.LastOffset = next - 1
+	if err := l.writePending(bufs); err != nil {
+		return AppendInfo{}, err
+	}
+	l.unflushedMsgs += info.Records
+	if l.cfg.FlushMessages > 0 && l.unflushedMsgs >= l.cfg.FlushMessages {
+		if err := l.flushLocked(); err != nil {
+			return AppendInfo{}, err
+		}
+	}
+	return info, nil
+}
+
+// writePending writes l.pending into the active segment, rolling when a
+// batch would not fit.
+func (l *Log) writePending(bufs [][]byte) error {
+	interval := l.cfg.IndexIntervalBytes
+	for i := 0; i < len(l.pending); {
+		seg := l.segs[len(l.segs)-1]
+		if l.mustRoll(seg, &l.pending[i], 0, 0) {
+			if err := l.roll(l.pending[i].base); err != nil {
+				return err
+			}
+			continue
+		}
+		// The run [i, j) goes into seg.
+		runBytes, entries := int64(0), 0
+		since := seg.sinceIndex
+		j := i
+		for j < len(l.pending) {
+			pb := &l.pending[j]
+			if j > i && l.mustRoll(seg, pb, runBytes, entries) {
+				break
+			}
+			if since >= interval && seg.size.Load()+runBytes > 0 {
+				entries++
+				since = 0
+			}
+			since += pb.size
+			runBytes += int64(pb.size)
+			j++
+		}
+		l.iov = l.iov[:0]
+		for k := i; k < j; k++ {
+			pb := &l.pending[k]
+			p := bufs[pb.buf][pb.start : pb.start+pb.size]
+			if n := len(l.iov); n > 0 && k > i && l.pending[k-1].buf == pb.buf {
+				prev := l.iov[n-1]
+				l.iov[n-1] = prev[:len(prev)+pb.size] // contiguous in the same buffer
+			} else {
+				l.iov = append(l.iov, p)
+			}
+		}
+		pos := seg.size.Load()
+		if err := vfs.WriteVecAt(seg.f, l.iov, pos); err != nil {
+			l.werr = fmt.Errorf("log: write %s at %d: %w", seg.logPath, pos, err)
+			return l.werr
+		}
+		seg.unsynced = true
+		for k := i; k < j; k++ {
+			pb := &l.pending[k]
+			b := Batch(bufs[pb.buf][pb.start : pb.start+pb.size])
+			if err := seg.observe(b, pos, interval); err != nil && !errors.Is(err, index.ErrFull) {
+				l.werr = fmt.Errorf("log: index %s: %w", seg.logPath, err)
+				return l.werr
+			}
+			pos += int64(pb.size)
+		}
+		// Publish: readers see the run only now.
+		seg.next.Store(l.pending[j-1].last + 1)
+		seg.size.Store(pos)
+		i = j
+	}
+	return nil
+}
+
+// mustRoll reports whether batch pb cannot go into seg after runBytes more
+// bytes and entries more index entries of the same write.
+func (l *Log) mustRoll(seg *segment, pb *pendingBatch, runBytes int64, entries int) bool {
+	size := seg.size.Load() + runBytes
+	if size == 0 {
+		return false // an empty segment takes any one batch
+	}
+	switch {
+	case size+int64(pb.size) > l.cfg.SegmentBytes:
+		return true
+	case pb.last-seg.base > math.MaxInt32:
+		return true
+	case seg.firstTs >= 0 && pb.maxTs-seg.firstTs > l.cfg.SegmentMs.Milliseconds():
+		return true
+	}
+	// Room for this run's entries, one more, and the final time entry.
+	oiCap := l.cfg.SegmentIndexBytes / index.OffsetEntrySize
+	tiCap := l.cfg.SegmentIndexBytes / index.TimeEntrySize
+	return seg.oi.Entries()+entries+1 >= oiCap || seg.ti.Entries()+entries+2 >= tiCap
+}
+
+// roll seals the active segment and starts a new one at base.
+func (l *Log) roll(base int64) error {
+	old := l.segs[len(l.segs)-1]
+	// fsync outside mu: readers go on while the disk works.
+	if err := old.sync(); err != nil {
+		l.werr = fmt.Errorf("log: sync %s: %w", old.logPath, err)
+		return l.werr
+	}
+	seg, err := openSegmentFiles(l.fs, l.dir, l.indexDir, base, l.cfg, true, true)
+	if err != nil {
+		l.werr = err
+		return err
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		seg.delete(l.fs)
+		l.werr = fmt.Errorf("log: sync dir: %w", err)
+		return l.werr
+	}
+	l.mu.Lock()
+	err = old.seal()
+	if err == nil {
+		l.segs = append(l.segs, seg)
+	}
+	l.mu.Unlock()
+	if err != nil {
+		seg.delete(l.fs)
+		l.werr = err
+		return err
+	}
+	l.logger.Debug("segment rolled", "dir", l.dir, "sealed", old.base, "size", old.size.Load(), "new", base)
+	// Everything before base is fsynced now.
+	l.recoveryPoint = base
+	l.unflushedMsgs = 0
+	return l.writeCheckpointLocked()
+}
+
+func (l *Log) writeCheckpointLocked() error {
+	c := checkpoint{recoveryPoint: l.recoveryPoint, logStart: l.start.Load()}
+	if c == l.checkpointed {
+		return nil
+	}
+	if err := writeCheckpoint(l.fs, l.dir, c); err != nil {
+		l.werr = fmt.Errorf("log: checkpoint: %w", err)
+		return l.werr
+	}
+	l.checkpointed = c
+	return nil
+}
+
+// Flush fsyncs what was appended and advances the recovery point.
+func (l *Log) Flush() error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	return l.flushLocked()
+}
+
+func (l *Log) flushLocked() error {
+	if l.werr != nil {
+		return l.werr
+	}
+	active := l.segs[len(l.segs)-1]
+	if err := active.sync(); err != nil {
+		l.werr = fmt.Errorf("log: sync %s: %w", active.logPath, err)
+		return l.werr
+	}
+	l.unflushedMsgs = 0
+	l.recoveryPoint = active.next.Load()
+	// The checkpoint matters at segment granularity (recovery scans from
+	// the segment holding the recovery point), so rewrite it only when that
+	// segment changed.
+	if l.floorIndex(l.checkpointed.recoveryPoint) != len(l.segs)-1 || l.checkpointed.logStart != l.start.Load() {
+		return l.writeCheckpointLocked()
+	}
+	return nil
+}
+
+func (l *Log) flushLoop(every time.Duration) {
+	defer close(l.flushDone)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stopFlush:
+			return
+		case <-t.C:
+			l.wmu.Lock()
+			if !l.closed && l.unflushedMsgs > 0 {
+				if err := l.flushLocked(); err != nil {
+					l.logger.Error("flush failed", "dir", l.dir, "error", err)
+				}
+			}
+			l.wmu.Unlock()
+		}
+	}
+}
+
+// Close fsyncs the log, trims the indexes, writes the checkpoint and the
+// clean-shutdown marker, and closes every file. The marker is written only
+// when everything before it succeeded.
+func (l *Log) Close() error {
+	if l.stopFlush != nil {
+		close(l.stopFlush)
+		<-l.flushDone
+		l.stopFlush = nil
+	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	err := l.werr
+	if err == nil {
+		err = l.flushLocked()
+		if err == nil {
+			l.recoveryPoint = l.segs[len(l.segs)-1].next.Load()
+			err = l.writeCheckpointLocked()
+		}
+	}
+	if cerr := l.closeSegments(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = l.writeCleanMarker()
+	}
+	return err
+}
+
+func (l *Log) closeSegments() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var err error
+	for _, s := range l.segs {
+		if e := s.close(); err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+func (l *Log) writeCleanMarker() error {
+	name := filepath.Join(l.dir, cleanShutdownName)
+	f, err := l.fs.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return l.fs.SyncDir(l.dir)
+}
+
+// floorIndex is the index of the segment holding offset (the last one whose
+// base is at most offset), or 0. Callers hold wmu or mu.
+func (l *Log) floorIndex(offset int64) int {
+	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > offset })
+	if i == 0 {
+		return 0
+	}
+	return i - 1
+}
+
+// SegmentInfo describes one segment.
+type SegmentInfo struct {
+	BaseOffset   int64
+	NextOffset   int64
+	Size         int64
+	MaxTimestamp int64
+	Sealed       bool
+	LogPath      string
+	IndexEntries int
+	TimeEntries  int
+}
+
+// Segments lists the segments, oldest first.
+func (l *Log) Segments() []SegmentInfo {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	out := make([]SegmentInfo, len(l.segs))
+	for i, s := range l.segs {
+		out[i] = SegmentInfo{
+			BaseOffset: s.base, NextOffset: s.next.Load(), Size: s.size.Load(),
+			MaxTimestamp: s.maxTs.Load(), Sealed: i < len(l.segs)-1, LogPath: s.logPath,
+			IndexEntries: s.oi.Entries(), TimeEntries: s.ti.Entries(),
+		}
+	}
+	return out
+}
+
+// Size is the total bytes of the log's segments.
+func (l *Log) Size() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var n int64
+	for _, s := range l.segs {
+		n += s.size.Load()
+	}
+	return n
+}
+
+// MaxTimestamp is the largest batch timestamp in the log, -1 when empty.
+func (l *Log) MaxTimestamp() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	m := int64(-1)
+	for _, s := range l.segs {
+		if ts := s.maxTs.Load(); ts > m {
+			m = ts
+		}
+	}
+	return m
+}
+
+// isSegmentFile reports whether a directory entry belongs to a segment
+// (used to clean up orphans).
+func isIndexFile(name string) bool {
+	return strings.HasSuffix(name, indexSuffix) || strings.HasSuffix(name, timeIndexSuffix)
+}

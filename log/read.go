@@ -1,0 +1,233 @@
+package log
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// locateBufs holds the small buffers of index-to-batch scans.
+var locateBufs = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
+
+// locate finds the position of the first batch of seg whose last offset is
+// at least offset: index lower bound, then a scan of batch headers (at most
+// about one index interval). ok is false when seg holds no such batch below
+// limit. Callers hold l.mu shared.
+func (l *Log) locate(seg *segment, offset, limit int64) (pos int64, b [BatchHeaderSize]byte, ok bool, err error) {
+	_, p := seg.oi.Lookup(offset)
+	bufp := locateBufs.Get().(*[]byte)
+	defer locateBufs.Put(bufp)
+	sc := newScanner(seg.f, int64(p), limit, *bufp)
+	for {
+		hdr, at, more := sc.next(false, 0)
+		if !more {
+			return 0, b, false, sc.err
+		}
+		if hdr.LastOffset() >= offset {
+			copy(b[:], hdr)
+			return at, b, true, nil
+		}
+	}
+}
+
+// segmentFor returns the segment holding offset and the position of the
+// batch that holds it, with a read reference taken. Callers release it.
+func (l *Log) segmentFor(offset int64) (*segment, int64, int64, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	start := l.start.Load()
+	end := l.segs[len(l.segs)-1].next.Load()
+	if offset < start || offset > end {
+		return nil, 0, 0, fmt.Errorf("%w: %d not in [%d, %d]", ErrOffsetOutOfRange, offset, start, end)
+	}
+	if offset == end {
+		return nil, 0, 0, nil
+	}
+	for i := l.floorIndex(offset); i < len(l.segs); i++ {
+		seg := l.segs[i]
+		limit := seg.size.Load()
+		pos, _, ok, err := l.locate(seg, offset, limit)
+		if err != nil {
+			return nil, 0, 0, fmt.Errorf("log: read %s: %w", seg.logPath, err)
+		}
+		if ok {
+			if !seg.acquire() {
+				return nil, 0, 0, ErrClosed
+			}
+			return seg, pos, limit, nil
+		}
+	}
+	return nil, 0, 0, nil
+}
+
+// Read returns whole batches starting with the one that holds offset, up to
+// maxBytes, leaving out batches that reach maxOffset (the high watermark:
+// pass EndOffset to read everything). The first batch is returned whole
+// even when larger than maxBytes, so a reader always makes progress (as
+// Kafka does). Reads stay within one segment. Empty at the end of the log.
+func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) ([]byte, error) {
+	if offset >= maxOffset {
+		if offset < l.StartOffset() {
+			return nil, fmt.Errorf("%w: %d below the log start %d", ErrOffsetOutOfRange, offset, l.StartOffset())
+		}
+		return nil, nil
+	}
+	seg, pos, limit, err := l.segmentFor(offset)
+	if err != nil || seg == nil {
+		return nil, err
+	}
+	defer seg.release()
+	var hdr [LogOverhead]byte
+	if _, err := seg.f.ReadAt(hdr[:], pos); err != nil {
+		return nil, fmt.Errorf("log: read %s at %d: %w", seg.logPath, pos, err)
+	}
+	first, err := peekBatchSize(hdr[:])
+	if err != nil {
+		return nil, fmt.Errorf("log: read %s at %d: %w", seg.logPath, pos, err)
+	}
+	n := int64(maxBytes)
+	if n < int64(first) {
+		n = int64(first)
+	}
+	if rem := limit - pos; n > rem {
+		n = rem
+	}
+	buf := make([]byte, n)
+	if m, err := seg.f.ReadAt(buf, pos); int64(m) < n {
+		if err == nil {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("log: read %s at %d: %w", seg.logPath, pos, err)
+	}
+	// Cut at the last whole batch below maxOffset.
+	cut := 0
+	for cut < len(buf) {
+		rest := buf[cut:]
+		if len(rest) < BatchHeaderSize {
+			break
+		}
+		size, err := peekBatchSize(rest)
+		if err != nil || size > len(rest) || Batch(rest).LastOffset() >= maxOffset {
+			break
+		}
+		cut += size
+	}
+	return buf[:cut], nil
+}
+
+// ReadBatch returns a copy of the batch whose base offset is offset.
+func (l *Log) ReadBatch(offset int64) (Batch, error) {
+	seg, pos, _, err := l.segmentFor(offset)
+	if err != nil {
+		return nil, err
+	}
+	if seg == nil {
+		return nil, fmt.Errorf("%w: %d is the log end", ErrOffsetOutOfRange, offset)
+	}
+	defer seg.release()
+	var hdr [BatchHeaderSize]byte
+	if _, err := seg.f.ReadAt(hdr[:], pos); err != nil {
+		return nil, fmt.Errorf("log: read %s at %d: %w", seg.logPath, pos, err)
+	}
+	if got := Batch(hdr[:]).BaseOffset(); got != offset {
+		return nil, fmt.Errorf("%w: offset %d is inside the batch at %d", ErrOffsetOutOfRange, offset, got)
+	}
+	b := make([]byte, Batch(hdr[:]).Size())
+	if _, err := seg.f.ReadAt(b, pos); err != nil {
+		return nil, fmt.Errorf("log: read %s at %d: %w", seg.logPath, pos, err)
+	}
+	return Batch(b), nil
+}
+
+// OffsetForTimestamp finds the first record with a timestamp at least ts
+// among offsets below maxOffset: the segment by its max timestamp, then the
+// time index, the offset index, and a scan. It returns that record's offset
+// and timestamp; found is false when no record qualifies. In a compressed
+// batch the answer is the batch's first offset and its max timestamp (a
+// record of that batch qualifies; earlier ones of it may not).
+func (l *Log) OffsetForTimestamp(ts, maxOffset int64) (offset, timestamp int64, found bool, err error) {
+	l.mu.RLock()
+	var seg *segment
+	var from int64
+	for _, s := range l.segs {
+		if s.maxTs.Load() >= ts && s.base < maxOffset {
+			seg = s
+			break
+		}
+	}
+	if seg != nil {
+		startOff := seg.base
+		if _, o, ok := seg.ti.Lookup(ts); ok {
+			startOff = o
+		}
+		_, p := seg.oi.Lookup(startOff)
+		from = int64(p)
+		if !seg.acquire() {
+			seg = nil
+			err = ErrClosed
+		}
+	}
+	l.mu.RUnlock()
+	if seg == nil {
+		return 0, 0, false, err
+	}
+	defer seg.release()
+	bufp := locateBufs.Get().(*[]byte)
+	defer locateBufs.Put(bufp)
+	sc := newScanner(seg.f, from, seg.size.Load(), *bufp)
+	for {
+		hdr, pos, ok := sc.next(false, 0)
+		if !ok {
+			return 0, 0, false, sc.err
+		}
+		if hdr.BaseOffset() >= maxOffset {
+			return 0, 0, false, nil
+		}
+		if hdr.MaxTimestamp() < ts || hdr.IsControl() || hdr.LastOffset() >= maxOffset {
+			continue
+		}
+		if hdr.Codec() != 0 {
+			return hdr.BaseOffset(), hdr.MaxTimestamp(), true, nil
+		}
+		b := make([]byte, hdr.Size())
+		if _, err := seg.f.ReadAt(b, pos); err != nil {
+			return 0, 0, false, err
+		}
+		if o, t, ok := firstRecordAtOrAfter(Batch(b), ts); ok {
+			return o, t, true, nil
+		}
+	}
+}
+
+// firstRecordAtOrAfter walks an uncompressed batch's records for the first
+// with timestamp ≥ ts. A record: length varint, attributes int8,
+// timestampDelta varlong, offsetDelta varint, then key, value, headers.
+func firstRecordAtOrAfter(b Batch, ts int64) (int64, int64, bool) {
+	p := b.Records()
+	base, baseTs := b.BaseOffset(), b.BaseTimestamp()
+	for len(p) > 0 {
+		l, w := binary.Varint(p)
+		if w <= 0 || l < 0 || int64(len(p)-w) < l {
+			return 0, 0, false
+		}
+		rec := p[w : w+int(l)]
+		p = p[w+int(l):]
+		if len(rec) < 1 {
+			return 0, 0, false
+		}
+		rec = rec[1:] // attributes
+		td, w1 := binary.Varint(rec)
+		if w1 <= 0 {
+			return 0, 0, false
+		}
+		od, w2 := binary.Varint(rec[w1:])
+		if w2 <= 0 {
+			return 0, 0, false
+		}
+		if baseTs+td >= ts {
+			return base + od, baseTs + td, true
+		}
+	}
+	return 0, 0, false
+}

@@ -1,0 +1,249 @@
+package log
+
+import (
+	"fmt"
+)
+
+// TruncateTo drops every batch whose last offset is at least offset (a
+// batch holding offset goes whole, as in Kafka) and returns the new end
+// offset. A Raft follower uses it to cut a tail that conflicts with its
+// leader. The recovery point is lowered and checkpointed first and the cut
+// is fsynced, so a crash can neither resurrect the dropped batches nor
+// leave stale index entries trusted. Offsets at or past the end are a no-op;
+// offsets before the first segment empty the log and restart it there.
+func (l *Log) TruncateTo(offset int64) (int64, error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.closed {
+		return 0, ErrClosed
+	}
+	if l.werr != nil {
+		return 0, l.werr
+	}
+	end := l.segs[len(l.segs)-1].next.Load()
+	if offset >= end {
+		return end, nil
+	}
+	if offset <= l.segs[0].base {
+		return offset, l.resetLocked(offset)
+	}
+	if l.recoveryPoint > offset {
+		l.recoveryPoint = offset
+		if err := l.writeCheckpointLocked(); err != nil {
+			return 0, err
+		}
+	}
+
+	l.mu.Lock()
+	i := l.floorIndex(offset)
+	seg := l.segs[i]
+	pos, hdr, ok, err := l.locate(seg, offset, seg.size.Load())
+	if err != nil {
+		l.mu.Unlock()
+		return 0, fmt.Errorf("log: truncate: %w", err)
+	}
+	newEnd := seg.next.Load()
+	if ok {
+		newEnd = Batch(hdr[:]).BaseOffset()
+	} else {
+		pos = seg.size.Load()
+	}
+	dropped := append([]*segment(nil), l.segs[i+1:]...)
+	l.segs = l.segs[:i+1]
+	err = l.cutSegment(seg, pos, newEnd)
+	l.mu.Unlock()
+	if err != nil {
+		l.werr = err
+		return 0, err
+	}
+	if err := l.deleteSegments(dropped); err != nil {
+		return 0, err
+	}
+	l.logger.Info("log truncated", "dir", l.dir, "offset", offset, "new_end", newEnd, "old_end", end, "deleted_segments", len(dropped))
+	return newEnd, nil
+}
+
+// cutSegment makes seg the active segment ending at pos / next. Under mu.
+func (l *Log) cutSegment(seg *segment, pos, next int64) error {
+	if err := seg.unseal(); err != nil {
+		return fmt.Errorf("log: truncate %s: %w", seg.logPath, err)
+	}
+	if err := seg.f.Truncate(pos); err != nil {
+		return fmt.Errorf("log: truncate %s: %w", seg.logPath, err)
+	}
+	if err := seg.f.Sync(); err != nil {
+		return fmt.Errorf("log: sync %s: %w", seg.logPath, err)
+	}
+	seg.oi.TruncateTo(next)
+	seg.ti.TruncateTo(next)
+	var buf []byte
+	if err := l.recoverTail(seg, pos, &buf); err != nil {
+		return fmt.Errorf("log: truncate %s: %w", seg.logPath, err)
+	}
+	return nil
+}
+
+// deleteSegments removes segments already taken out of l.segs, then makes
+// the removal durable.
+func (l *Log) deleteSegments(segs []*segment) error {
+	if len(segs) == 0 {
+		return nil
+	}
+	for _, s := range segs {
+		if err := s.delete(l.fs); err != nil {
+			l.werr = fmt.Errorf("log: delete %s: %w", s.logPath, err)
+			return l.werr
+		}
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		l.werr = fmt.Errorf("log: sync dir: %w", err)
+		return l.werr
+	}
+	return nil
+}
+
+// Reset deletes every segment and restarts the log empty at offset (a Raft
+// replica installing a snapshot past its log).
+func (l *Log) Reset(offset int64) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	if l.werr != nil {
+		return l.werr
+	}
+	return l.resetLocked(offset)
+}
+
+func (l *Log) resetLocked(offset int64) error {
+	if offset < 0 {
+		return fmt.Errorf("log: reset to negative offset %d", offset)
+	}
+	// Checkpoint first: after a crash in the middle, nothing of the old
+	// segments is trusted or reachable below the new start.
+	l.recoveryPoint = offset
+	l.start.Store(offset)
+	if err := l.writeCheckpointLocked(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	old := l.segs
+	l.segs = nil
+	l.mu.Unlock()
+	var replaced *segment
+	for _, s := range old {
+		if s.base == offset {
+			replaced = s // same file name: delete before creating
+		}
+	}
+	if replaced != nil {
+		if err := l.deleteSegments([]*segment{replaced}); err != nil {
+			return err
+		}
+	}
+	seg, err := openSegmentFiles(l.fs, l.dir, l.indexDir, offset, l.cfg, true, true)
+	if err != nil {
+		l.werr = err
+		return err
+	}
+	l.mu.Lock()
+	l.segs = []*segment{seg}
+	l.mu.Unlock()
+	rest := old[:0]
+	for _, s := range old {
+		if s != replaced {
+			rest = append(rest, s)
+		}
+	}
+	if err := l.deleteSegments(rest); err != nil {
+		return err
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		l.werr = err
+		return err
+	}
+	l.unflushedMsgs = 0
+	l.logger.Info("log reset", "dir", l.dir, "offset", offset)
+	return nil
+}
+
+// AdvanceStart moves the log start offset up to offset (Kafka's
+// DeleteRecords, or a Raft snapshot's compaction) and deletes the segments
+// wholly below it. The active segment is never deleted.
+func (l *Log) AdvanceStart(offset int64) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	if l.werr != nil {
+		return l.werr
+	}
+	return l.advanceStartLocked(offset)
+}
+
+func (l *Log) advanceStartLocked(offset int64) error {
+	if end := l.segs[len(l.segs)-1].next.Load(); offset > end {
+		return fmt.Errorf("%w: log start %d past the end %d", ErrOffsetOutOfRange, offset, end)
+	}
+	if offset > l.start.Load() {
+		l.start.Store(offset)
+		if err := l.writeCheckpointLocked(); err != nil {
+			return err
+		}
+	}
+	start := l.start.Load()
+	l.mu.Lock()
+	n := 0
+	for n < len(l.segs)-1 && l.segs[n+1].base <= start {
+		n++
+	}
+	dropped := append([]*segment(nil), l.segs[:n]...)
+	l.segs = append(l.segs[:0:0], l.segs[n:]...)
+	l.mu.Unlock()
+	if n > 0 {
+		l.logger.Info("segments deleted below log start", "dir", l.dir, "log_start", start, "segments", n)
+	}
+	return l.deleteSegments(dropped)
+}
+
+// ApplyRetention deletes sealed segments from the front as retention.ms
+// and retention.bytes require, and returns how many went.
+func (l *Log) ApplyRetention() (int, error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.closed {
+		return 0, ErrClosed
+	}
+	if l.werr != nil {
+		return 0, l.werr
+	}
+	now := l.now().UnixMilli()
+	l.mu.RLock()
+	var total int64
+	for _, s := range l.segs {
+		total += s.size.Load()
+	}
+	n := 0
+	for n < len(l.segs)-1 {
+		s := l.segs[n]
+		byTime := l.cfg.RetentionMs > 0 && s.maxTs.Load() >= 0 && now-s.maxTs.Load() > l.cfg.RetentionMs.Milliseconds()
+		bySize := l.cfg.RetentionBytes >= 0 && total-s.size.Load() >= l.cfg.RetentionBytes
+		if !byTime && !bySize {
+			break
+		}
+		total -= s.size.Load()
+		n++
+	}
+	var newStart int64
+	if n > 0 {
+		newStart = l.segs[n].base
+	}
+	l.mu.RUnlock()
+	if n == 0 {
+		return 0, nil
+	}
+	l.logger.Info("retention", "dir", l.dir, "segments", n, "log_start", newStart)
+	return n, l.advanceStartLocked(newStart)
+}

@@ -1,0 +1,212 @@
+// Package vfs is the file-system seam under the partition log: every byte the
+// log reads or writes goes through an FS, so tests can run the log on a
+// crashable in-memory file system that forgets what was never synced.
+//
+// Two implementations exist: OS (the real file system through package os) and
+// MemFS (in memory, with CrashClone to model a power loss). The interface is
+// the least the log needs: positional reads and writes, truncate, sync, and
+// the directory operations of an atomic replace (create, rename, sync dir).
+package vfs
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// File is an open file. ReadAt and WriteAt are positional and safe for
+// concurrent use by one writer and many readers on disjoint or already
+// written ranges, as pread/pwrite are.
+type File interface {
+	io.ReaderAt
+	io.WriterAt
+	io.Closer
+	// Sync makes the file's contents durable (fsync).
+	Sync() error
+	// Truncate changes the size of the file.
+	Truncate(size int64) error
+	// Size is the current size of the file.
+	Size() (int64, error)
+}
+
+// FS is a file system.
+type FS interface {
+	// Create creates or truncates the named file, opened read-write.
+	Create(name string) (File, error)
+	// OpenRW opens an existing file read-write.
+	OpenRW(name string) (File, error)
+	// Open opens an existing file read-only.
+	Open(name string) (File, error)
+	// Remove removes a file or an empty directory.
+	Remove(name string) error
+	// RemoveAll removes a path and everything below it; no error if absent.
+	RemoveAll(name string) error
+	// Rename atomically renames a file, replacing newname if it exists.
+	Rename(oldname, newname string) error
+	// MkdirAll creates a directory and its parents.
+	MkdirAll(dir string) error
+	// List returns the sorted names of the entries of a directory.
+	List(dir string) ([]string, error)
+	// Exists reports whether a path exists.
+	Exists(name string) (bool, error)
+	// SyncDir makes the directory's entries (creates, renames, removes)
+	// durable.
+	SyncDir(dir string) error
+}
+
+// OS is the real file system.
+var OS FS = osFS{}
+
+type osFS struct{}
+
+type osFile struct{ *os.File }
+
+func (f osFile) Size() (int64, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
+
+func (osFS) Create(name string) (File, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
+func (osFS) OpenRW(name string) (File, error) {
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
+func (osFS) Open(name string) (File, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
+func (osFS) Remove(name string) error             { return os.Remove(name) }
+func (osFS) RemoveAll(name string) error          { return os.RemoveAll(name) }
+func (osFS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
+func (osFS) MkdirAll(dir string) error            { return os.MkdirAll(dir, 0o755) }
+
+func (osFS) List(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(ents))
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func (osFS) Exists(name string) (bool, error) {
+	_, err := os.Stat(name)
+	if err == nil {
+		return true, nil
+	}
+	if os.IsNotExist(err) {
+		return false, nil
+	}
+	return false, err
+}
+
+func (osFS) SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// OSFile returns the *os.File behind f when f is a file of the OS file
+// system, so that callers can use what only real files offer (sendfile).
+func OSFile(f File) (*os.File, bool) {
+	of, ok := f.(osFile)
+	if !ok {
+		return nil, false
+	}
+	return of.File, true
+}
+
+// WriteFileAtomic replaces name with data so that after a crash the file
+// holds either the old or the new contents: write a temporary file, sync it,
+// rename it over name, and sync the directory.
+func WriteFileAtomic(fs FS, name string, data []byte) error {
+	tmp := name + ".tmp"
+	f, err := fs.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := fs.Rename(tmp, name); err != nil {
+		return err
+	}
+	return fs.SyncDir(filepath.Dir(name))
+}
+
+// ReadFile reads a whole file.
+func ReadFile(fs FS, name string) ([]byte, error) {
+	f, err := fs.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	n, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, 0); err != nil && err != io.EOF {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// maxIovecs is the most buffers one pwritev takes (IOV_MAX on Linux).
+const maxIovecs = 1024
+
+// WriteVecAt writes bufs back to back at off: with pwritev on OS files (one
+// system call for many batches), with WriteAt per buffer elsewhere.
+func WriteVecAt(f File, bufs [][]byte, off int64) error {
+	if len(bufs) == 1 {
+		_, err := f.WriteAt(bufs[0], off)
+		return err
+	}
+	if of, ok := OSFile(f); ok {
+		return pwritev(of, bufs, off)
+	}
+	for _, b := range bufs {
+		if _, err := f.WriteAt(b, off); err != nil {
+			return err
+		}
+		off += int64(len(b))
+	}
+	return nil
+}
