@@ -505,6 +505,17 @@ func (m *mmapFile) Close() error {
 	return errors.Join(errs...)
 }
 
+// Abort unmaps and closes the index without msync or trimming: what a
+// crash leaves (the file stays at its preallocated size).
+func (m *mmapFile) Abort() {
+	if m.closed {
+		return
+	}
+	m.closed = true
+	_ = m.unmap()
+	_ = m.f.Close()
+}
+
 // Delete unmaps and closes the index (without trimming) and removes its
 // file. A missing file is not an error. Readers must be excluded.
 func (m *mmapFile) Delete() error {

@@ -57,6 +57,7 @@ type Log struct {
 	segs []*segment
 
 	start atomic.Int64 // log start offset
+	pin   atomic.Int64 // segments holding offsets at or past it are never deleted from the front
 
 	// Writer state, under wmu.
 	werr          error // sticky write error
@@ -108,6 +109,7 @@ func Open(dir string, opts ...Option) (*Log, error) {
 		o.indexDir = dir
 	}
 	l := &Log{dir: dir, indexDir: o.indexDir, fs: o.fs, cfg: cfg, logger: o.logger, now: o.now}
+	l.pin.Store(math.MaxInt64)
 	if err := l.fs.MkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("log: %w", err)
 	}
@@ -155,7 +157,9 @@ func (l *Log) Recovery() RecoveryReport { return l.recovery }
 // log end by rewriting baseOffset, stamps partitionLeaderEpoch with
 // leaderEpoch (both outside the CRC, so nothing is re-encoded: p is changed
 // in place), and writes them with one write per run of batches that fit the
-// active segment. Nothing is written when any batch is invalid.
+// active segment. Nothing is written when any batch is invalid. A
+// negative leaderEpoch keeps the epoch each batch already carries (a Raft
+// log whose batches carry their entries' terms).
 func (l *Log) Append(p []byte, leaderEpoch int32) (AppendInfo, error) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
@@ -201,7 +205,9 @@ func (l *Log) appendLocked(bufs [][]byte, assign bool, epoch int32) (AppendInfo,
 			b := Batch(p[at : at+size])
 			if assign {
 				b.SetBaseOffset(next)
-				b.SetLeaderEpoch(epoch)
+				if epoch >= 0 {
+					b.SetLeaderEpoch(epoch)
+				}
 			} else if b.BaseOffset() != next {
 				return AppendInfo{}, fmt.Errorf("%w: batch at %d, expected %d", ErrOffsetMismatch, b.BaseOffset(), next)
 			}
@@ -541,4 +547,32 @@ func (l *Log) MaxTimestamp() int64 {
 // (used to clean up orphans).
 func isIndexFile(name string) bool {
 	return strings.HasSuffix(name, indexSuffix) || strings.HasSuffix(name, timeIndexSuffix)
+}
+
+// Abort closes every file without fsync, checkpoint or clean-shutdown
+// marker: what a crash leaves. Tests of crash recovery use it; so does a
+// node that must stop after a fatal error.
+func (l *Log) Abort() {
+	if l.stopFlush != nil {
+		close(l.stopFlush)
+		<-l.flushDone
+		l.stopFlush = nil
+	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.closed {
+		return
+	}
+	l.closed = true
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.segs {
+		s.closeMu.Lock()
+		s.closed = true
+		s.closeMu.Unlock()
+		s.refs.Wait()
+		s.oi.Abort()
+		s.ti.Abort()
+		s.f.Close()
+	}
 }

@@ -33,10 +33,13 @@ func (l *Log) locate(seg *segment, offset, limit int64) (pos int64, b [BatchHead
 
 // segmentFor returns the segment holding offset and the position of the
 // batch that holds it, with a read reference taken. Callers release it.
-func (l *Log) segmentFor(offset int64) (*segment, int64, int64, error) {
+func (l *Log) segmentFor(offset int64, physical bool) (*segment, int64, int64, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	start := l.start.Load()
+	if physical {
+		start = l.segs[0].base
+	}
 	end := l.segs[len(l.segs)-1].next.Load()
 	if offset < start || offset > end {
 		return nil, 0, 0, fmt.Errorf("%w: %d not in [%d, %d]", ErrOffsetOutOfRange, offset, start, end)
@@ -73,7 +76,7 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) ([]byte, error) 
 		}
 		return nil, nil
 	}
-	seg, pos, limit, err := l.segmentFor(offset)
+	seg, pos, limit, err := l.segmentFor(offset, false)
 	if err != nil || seg == nil {
 		return nil, err
 	}
@@ -116,9 +119,11 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) ([]byte, error) 
 	return buf[:cut], nil
 }
 
-// ReadBatch returns a copy of the batch whose base offset is offset.
+// ReadBatch returns a copy of the batch whose base offset is offset. It
+// reads what is on disk, below the log start too (a Raft log reads its
+// entries with it).
 func (l *Log) ReadBatch(offset int64) (Batch, error) {
-	seg, pos, _, err := l.segmentFor(offset)
+	seg, pos, _, err := l.segmentFor(offset, true)
 	if err != nil {
 		return nil, err
 	}
@@ -230,4 +235,36 @@ func firstRecordAtOrAfter(b Batch, ts int64) (int64, int64, bool) {
 		}
 	}
 	return 0, 0, false
+}
+
+// WalkBatches calls fn with the header (the first BatchHeaderSize bytes)
+// of every batch from the one starting at offset to the end of the log, in
+// order, until fn returns false. It reads headers only.
+func (l *Log) WalkBatches(offset int64, fn func(hdr Batch) bool) error {
+	for {
+		seg, pos, limit, err := l.segmentFor(offset, true)
+		if err != nil || seg == nil {
+			return err
+		}
+		bufp := locateBufs.Get().(*[]byte)
+		sc := newScanner(seg.f, pos, limit, *bufp)
+		cont := true
+		for cont {
+			hdr, _, ok := sc.next(false, 0)
+			if !ok {
+				break
+			}
+			offset = hdr.NextOffset()
+			cont = fn(hdr)
+		}
+		err = sc.err
+		locateBufs.Put(bufp)
+		seg.release()
+		if err != nil {
+			return fmt.Errorf("log: walk %s: %w", seg.logPath, err)
+		}
+		if !cont {
+			return nil
+		}
+	}
 }

@@ -194,6 +194,9 @@ func (l *Log) advanceStartLocked(offset int64) error {
 		}
 	}
 	start := l.start.Load()
+	if pin := l.pin.Load(); pin < start {
+		start = pin
+	}
 	l.mu.Lock()
 	n := 0
 	for n < len(l.segs)-1 && l.segs[n+1].base <= start {
@@ -226,7 +229,8 @@ func (l *Log) ApplyRetention() (int, error) {
 		total += s.size.Load()
 	}
 	n := 0
-	for n < len(l.segs)-1 {
+	pin := l.pin.Load()
+	for n < len(l.segs)-1 && l.segs[n+1].base <= pin {
 		s := l.segs[n]
 		byTime := l.cfg.RetentionMs > 0 && s.maxTs.Load() >= 0 && now-s.maxTs.Load() > l.cfg.RetentionMs.Milliseconds()
 		bySize := l.cfg.RetentionBytes >= 0 && total-s.size.Load() >= l.cfg.RetentionBytes
@@ -247,3 +251,9 @@ func (l *Log) ApplyRetention() (int, error) {
 	l.logger.Info("retention", "dir", l.dir, "segments", n, "log_start", newStart)
 	return n, l.advanceStartLocked(newStart)
 }
+
+// Pin keeps every segment holding offset or later from deletion by
+// retention and AdvanceStart (the log start may still move past it: reads
+// below the start are refused, but the bytes stay). A Raft log pins its
+// first entry. math.MaxInt64 (the default) pins nothing.
+func (l *Log) Pin(offset int64) { l.pin.Store(offset) }

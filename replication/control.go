@@ -1,0 +1,98 @@
+package replication
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/raftlog/raftlog/log"
+)
+
+// Raft's own entries (noop, configuration, barrier) and raftlog's (the
+// rejoin marker of the vote guard) are stored in the partition log as Kafka
+// control batches of one record, so Kafka consumers skip them like the
+// transaction markers they already know.
+//
+// Record key, as Kafka's control record key:
+//
+//	int16 version (0) | int16 type (controlTypeRaft)
+//
+// Record value:
+//
+//	byte   raft.LogType (or entryRejoin)
+//	int64  AppendedAt, Unix nanoseconds
+//	uvarint len(Extensions) | Extensions
+//	rest   Data
+//
+// The batch's timestamp is AppendedAt in milliseconds, so every replica
+// encodes a byte-identical batch for the same entry. Frozen.
+const (
+	controlKeyVersion = 0
+	// controlTypeRaft is far above Kafka's control types (0 abort,
+	// 1 commit, 2-6 KRaft), which clients that do not know it ignore.
+	controlTypeRaft = 0x5241 // "RA"
+)
+
+// entryRejoin marks a raftlog command entry that is a rejoin marker (see
+// guard.go). It is stored with raft.LogCommand's value space shifted out of
+// the way: raft never sees this type, it is only inside Data.
+const entryRejoin = 0xF0
+
+var errNotControl = errors.New("not a raftlog control batch")
+
+// encodeControl builds the control batch for a raft entry that is not a
+// produced batch.
+func encodeControl(l *raft.Log) []byte {
+	key := binary.BigEndian.AppendUint16(nil, controlKeyVersion)
+	key = binary.BigEndian.AppendUint16(key, controlTypeRaft)
+	val := make([]byte, 0, 1+8+binary.MaxVarintLen64+len(l.Extensions)+len(l.Data))
+	val = append(val, byte(l.Type))
+	var at int64
+	if !l.AppendedAt.IsZero() {
+		at = l.AppendedAt.UnixNano()
+	}
+	val = binary.BigEndian.AppendUint64(val, uint64(at))
+	val = binary.AppendUvarint(val, uint64(len(l.Extensions)))
+	val = append(val, l.Extensions...)
+	val = append(val, l.Data...)
+	return log.BuildBatch(nil, log.BatchOptions{
+		LeaderEpoch: int32(l.Term), Attributes: log.AttrControl, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+	}, []log.Record{{Key: key, Value: val, Timestamp: at / int64(time.Millisecond)}})
+}
+
+// decodeControl fills out from a control batch written by encodeControl.
+func decodeControl(b log.Batch, out *raft.Log) error {
+	if !b.IsControl() || b.RecordCount() != 1 {
+		return errNotControl
+	}
+	recs, _, ok := log.DecodeRecords(b)
+	if !ok || len(recs) != 1 {
+		return fmt.Errorf("replication: control batch at %d: records do not decode", b.BaseOffset())
+	}
+	k, v := recs[0].Key, recs[0].Value
+	if len(k) != 4 || binary.BigEndian.Uint16(k[2:]) != controlTypeRaft {
+		return errNotControl
+	}
+	if len(v) < 9 {
+		return fmt.Errorf("replication: control batch at %d: value of %d bytes", b.BaseOffset(), len(v))
+	}
+	out.Type = raft.LogType(v[0])
+	if at := int64(binary.BigEndian.Uint64(v[1:9])); at != 0 {
+		out.AppendedAt = time.Unix(0, at)
+	} else {
+		out.AppendedAt = time.Time{}
+	}
+	n, w := binary.Uvarint(v[9:])
+	if w <= 0 || uint64(len(v)-9-w) < n {
+		return fmt.Errorf("replication: control batch at %d: bad extensions length", b.BaseOffset())
+	}
+	ext := v[9+w : 9+w+int(n)]
+	if len(ext) == 0 {
+		ext = nil
+	}
+	out.Extensions = ext
+	out.Data = v[9+w+int(n):]
+	return nil
+}

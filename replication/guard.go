@@ -1,0 +1,182 @@
+package replication
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"github.com/raftlog/raftlog/log"
+)
+
+// The vote guard: durability without fsync.
+//
+// A replica that opens its log after an unclean shutdown on a new kernel
+// boot (a power loss) may have lost entries it had acknowledged, since
+// appends are not fsynced; and hashicorp/raft's leader never lowers a
+// follower's match index. If such a replica voted, a leader could be
+// elected without a committed entry (docs/durability.md has the sequence).
+// So until it is provably caught up it neither grants votes or pre-votes,
+// nor starts an election, nor takes a leadership transfer. Caught up means:
+// the leader has committed a rejoin marker this replica proposed after the
+// restart, and this replica has applied it, so everything committed before
+// the restart is committed and present locally.
+//
+// guardTransport wraps the Raft transport in both directions. Incoming
+// RequestVote and RequestPreVote get Granted=false (never an error: raft
+// reads some errors as a granted pre-vote); TimeoutNow gets an error.
+// Outgoing votes and pre-votes fail locally, so the replica never campaigns.
+// Heartbeats, appends and snapshots pass untouched.
+type guardTransport struct {
+	raft.Transport
+	prevote raft.WithPreVote
+	localID raft.ServerID
+	term    func() uint64
+	logger  hclog.Logger
+
+	gated atomic.Bool
+	// allowed is the one candidate a gated replica may vote for while
+	// every voter is gated (recovery election of the most complete log).
+	allowed atomic.Pointer[raft.ServerID]
+
+	out      chan raft.RPC
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
+}
+
+// ErrGated is the error of what a gated replica refuses to do.
+var ErrGated = errors.New("replication: replica is gated by the vote guard until it has caught up")
+
+func newGuardTransport(inner raft.Transport, localID raft.ServerID, term func() uint64, logger hclog.Logger) *guardTransport {
+	g := &guardTransport{
+		Transport: inner, localID: localID, term: term, logger: logger,
+		out: make(chan raft.RPC), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	g.prevote, _ = inner.(raft.WithPreVote)
+	go g.filter()
+	return g
+}
+
+func (g *guardTransport) filter() {
+	defer close(g.done)
+	in := g.Transport.Consumer()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case rpc := <-in:
+			if g.intercept(rpc) {
+				continue
+			}
+			select {
+			case g.out <- rpc:
+			case <-g.stop:
+				rpc.Respond(nil, raft.ErrTransportShutdown)
+				return
+			}
+		}
+	}
+}
+
+// refuses reports whether a vote for candidate must be refused now.
+func (g *guardTransport) refuses(candidate []byte) bool {
+	if !g.gated.Load() {
+		return false
+	}
+	if a := g.allowed.Load(); a != nil && string(*a) == string(candidate) {
+		return false
+	}
+	return true
+}
+
+func (g *guardTransport) header() raft.RPCHeader {
+	return raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(g.localID), Addr: g.Transport.EncodePeer(g.localID, g.Transport.LocalAddr())}
+}
+
+// intercept answers the RPCs a gated replica refuses; true when answered.
+func (g *guardTransport) intercept(rpc raft.RPC) bool {
+	switch req := rpc.Command.(type) {
+	case *raft.RequestVoteRequest:
+		if g.refuses(req.GetRPCHeader().ID) {
+			g.logger.Debug("vote guard: refusing vote", "candidate", string(req.GetRPCHeader().ID), "term", req.Term)
+			rpc.Respond(&raft.RequestVoteResponse{RPCHeader: g.header(), Term: g.term(), Granted: false}, nil)
+			return true
+		}
+	case *raft.RequestPreVoteRequest:
+		if g.refuses(req.GetRPCHeader().ID) {
+			g.logger.Debug("vote guard: refusing pre-vote", "candidate", string(req.GetRPCHeader().ID), "term", req.Term)
+			rpc.Respond(&raft.RequestPreVoteResponse{RPCHeader: g.header(), Term: g.term(), Granted: false}, nil)
+			return true
+		}
+	case *raft.TimeoutNowRequest:
+		if g.gated.Load() {
+			g.logger.Info("vote guard: refusing leadership transfer")
+			rpc.Respond(nil, ErrGated)
+			return true
+		}
+	}
+	return false
+}
+
+// Consumer implements raft.Transport.
+func (g *guardTransport) Consumer() <-chan raft.RPC { return g.out }
+
+// RequestVote implements raft.Transport: a gated replica does not campaign.
+func (g *guardTransport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	if g.gated.Load() {
+		return ErrGated
+	}
+	return g.Transport.RequestVote(id, target, args, resp)
+}
+
+// RequestPreVote implements raft.WithPreVote.
+func (g *guardTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	if g.gated.Load() {
+		return ErrGated
+	}
+	if g.prevote == nil {
+		return errors.New("replication: transport without pre-vote")
+	}
+	return g.prevote.RequestPreVote(id, target, args, resp)
+}
+
+// Close implements raft.WithClose.
+func (g *guardTransport) Close() error {
+	g.stopOnce.Do(func() { close(g.stop) })
+	<-g.done
+	if c, ok := g.Transport.(raft.WithClose); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// marker is a rejoin marker: the replica that proposed it after a restart
+// and the nonce of that restart.
+type marker struct {
+	server string
+	nonce  uint64
+}
+
+// encodeMarker builds the control batch of a rejoin marker.
+func encodeMarker(m marker, now time.Time) []byte {
+	data := binary.BigEndian.AppendUint64(nil, m.nonce)
+	data = append(data, m.server...)
+	return encodeControl(&raft.Log{Type: entryRejoin, Data: data, AppendedAt: now})
+}
+
+func decodeMarker(b log.Batch) (marker, bool) {
+	var l raft.Log
+	if err := decodeControl(b, &l); err != nil || l.Type != entryRejoin || len(l.Data) < 8 {
+		return marker{}, false
+	}
+	return marker{nonce: binary.BigEndian.Uint64(l.Data), server: string(l.Data[8:])}, true
+}
+
+var timeZero time.Time
+
+var _ io.Reader = (*snapReader)(nil)

@@ -1,0 +1,352 @@
+package replication
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"github.com/hashicorp/yamux"
+)
+
+// Mux is the node-wide Raft transport. Every Raft group on a node shares
+// one listener, and a node holds one TCP connection to each peer it talks
+// to (a yamux session) whatever the number of groups: each group's
+// raft.NetworkTransport opens streams on it, each stream starting with a
+// handshake that names the group. So the cost in connections does not grow
+// with partitions × peers.
+//
+// Stream handshake (frozen):
+//
+//	4 bytes  magic "RLMX"
+//	uvarint  length of the group name, then the name
+type Mux struct {
+	ln     net.Listener
+	addr   raft.ServerAddress
+	logger hclog.Logger
+	dial   DialFunc
+
+	mu       sync.Mutex
+	sessions map[raft.ServerAddress]*yamux.Session
+	dialing  map[raft.ServerAddress]*dialCall
+	groups   map[string]*groupLayer
+	closed   bool
+	conns    map[net.Conn]struct{} // accepted connections, closed with the mux
+
+	wg sync.WaitGroup
+}
+
+// DialFunc opens a connection to a peer's Raft address.
+type DialFunc func(addr string, timeout time.Duration) (net.Conn, error)
+
+type dialCall struct {
+	done chan struct{}
+	s    *yamux.Session
+	err  error
+}
+
+var muxMagic = [4]byte{'R', 'L', 'M', 'X'}
+
+// MuxOption configures NewMux.
+type MuxOption func(*Mux)
+
+// WithDialer replaces net.DialTimeout (tests inject faults here).
+func WithDialer(d DialFunc) MuxOption { return func(m *Mux) { m.dial = d } }
+
+// WithMuxLogger sets the logger.
+func WithMuxLogger(l hclog.Logger) MuxOption { return func(m *Mux) { m.logger = l } }
+
+// ErrMuxClosed is returned once the mux is closed.
+var ErrMuxClosed = errors.New("replication: transport closed")
+
+const (
+	handshakeTimeout = 5 * time.Second
+	maxGroupName     = 1024
+)
+
+// NewMux serves Raft traffic on ln. advertise is the address peers dial
+// ("" for ln's address).
+func NewMux(ln net.Listener, advertise string, opts ...MuxOption) *Mux {
+	if advertise == "" {
+		advertise = ln.Addr().String()
+	}
+	m := &Mux{
+		ln: ln, addr: raft.ServerAddress(advertise), logger: hclog.NewNullLogger(),
+		dial: func(addr string, timeout time.Duration) (net.Conn, error) {
+			return net.DialTimeout("tcp", addr, timeout)
+		},
+		sessions: map[raft.ServerAddress]*yamux.Session{},
+		dialing:  map[raft.ServerAddress]*dialCall{},
+		groups:   map[string]*groupLayer{},
+		conns:    map[net.Conn]struct{}{},
+	}
+	for _, o := range opts {
+		o(m)
+	}
+	m.wg.Add(1)
+	go m.acceptLoop()
+	return m
+}
+
+// Addr is the address peers reach this node's Raft traffic at.
+func (m *Mux) Addr() raft.ServerAddress { return m.addr }
+
+func yamuxConfig(l hclog.Logger) *yamux.Config {
+	c := yamux.DefaultConfig()
+	c.LogOutput = nil
+	c.Logger = l.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
+	c.EnableKeepAlive = true
+	c.KeepAliveInterval = 5 * time.Second
+	c.ConnectionWriteTimeout = 10 * time.Second
+	c.MaxStreamWindowSize = 1 << 20
+	return c
+}
+
+func (m *Mux) acceptLoop() {
+	defer m.wg.Done()
+	for {
+		c, err := m.ln.Accept()
+		if err != nil {
+			m.mu.Lock()
+			closed := m.closed
+			m.mu.Unlock()
+			if closed {
+				return
+			}
+			m.logger.Warn("raft accept failed", "error", err)
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				continue
+			}
+			return
+		}
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			c.Close()
+			return
+		}
+		m.conns[c] = struct{}{}
+		m.mu.Unlock()
+		m.wg.Add(1)
+		go m.serveConn(c)
+	}
+}
+
+func (m *Mux) serveConn(c net.Conn) {
+	defer m.wg.Done()
+	defer func() {
+		c.Close()
+		m.mu.Lock()
+		delete(m.conns, c)
+		m.mu.Unlock()
+	}()
+	s, err := yamux.Server(c, yamuxConfig(m.logger))
+	if err != nil {
+		return
+	}
+	defer s.Close()
+	for {
+		st, err := s.AcceptStream()
+		if err != nil {
+			return
+		}
+		go m.routeStream(st)
+	}
+}
+
+// routeStream reads the handshake and hands the stream to its group.
+func (m *Mux) routeStream(st *yamux.Stream) {
+	st.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	br := bufio.NewReader(st)
+	var magic [4]byte
+	if _, err := io.ReadFull(br, magic[:]); err != nil || magic != muxMagic {
+		st.Close()
+		return
+	}
+	n, err := binary.ReadUvarint(br)
+	if err != nil || n > maxGroupName {
+		st.Close()
+		return
+	}
+	name := make([]byte, n)
+	if _, err := io.ReadFull(br, name); err != nil {
+		st.Close()
+		return
+	}
+	st.SetReadDeadline(time.Time{})
+	m.mu.Lock()
+	g := m.groups[string(name)]
+	m.mu.Unlock()
+	if g == nil {
+		st.Close() // not (yet) hosted here: the peer retries
+		return
+	}
+	conn := &bufferedConn{Conn: st, r: br}
+	select {
+	case g.accept <- conn:
+	case <-g.closed:
+		st.Close()
+	}
+}
+
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// session returns the session to addr, dialing it once for all callers.
+func (m *Mux) session(addr raft.ServerAddress, timeout time.Duration) (*yamux.Session, error) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, ErrMuxClosed
+	}
+	if s := m.sessions[addr]; s != nil && !s.IsClosed() {
+		m.mu.Unlock()
+		return s, nil
+	}
+	if call := m.dialing[addr]; call != nil {
+		m.mu.Unlock()
+		<-call.done
+		return call.s, call.err
+	}
+	call := &dialCall{done: make(chan struct{})}
+	m.dialing[addr] = call
+	m.mu.Unlock()
+
+	c, err := m.dial(string(addr), timeout)
+	if err == nil {
+		call.s, err = yamux.Client(c, yamuxConfig(m.logger))
+		if err != nil {
+			c.Close()
+		}
+	}
+	call.err = err
+	m.mu.Lock()
+	delete(m.dialing, addr)
+	if err == nil {
+		if m.closed {
+			call.s.Close()
+			call.s, call.err = nil, ErrMuxClosed
+		} else {
+			m.sessions[addr] = call.s
+		}
+	}
+	m.mu.Unlock()
+	close(call.done)
+	return call.s, call.err
+}
+
+// Dial opens a stream to group on the node at addr.
+func (m *Mux) Dial(group string, addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	s, err := m.session(addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.OpenStream()
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	hs := append([]byte(nil), muxMagic[:]...)
+	hs = binary.AppendUvarint(hs, uint64(len(group)))
+	hs = append(hs, group...)
+	st.SetWriteDeadline(time.Now().Add(handshakeTimeout))
+	if _, err := st.Write(hs); err != nil {
+		st.Close()
+		return nil, err
+	}
+	st.SetWriteDeadline(time.Time{})
+	return st, nil
+}
+
+// Layer registers group and returns its raft.StreamLayer.
+func (m *Mux) Layer(group string) (raft.StreamLayer, error) {
+	if len(group) > maxGroupName {
+		return nil, fmt.Errorf("replication: group name of %d bytes", len(group))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrMuxClosed
+	}
+	if m.groups[group] != nil {
+		return nil, fmt.Errorf("replication: group %q already registered", group)
+	}
+	g := &groupLayer{mux: m, name: group, accept: make(chan net.Conn), closed: make(chan struct{})}
+	m.groups[group] = g
+	return g, nil
+}
+
+// Close stops the listener and every session.
+func (m *Mux) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	sessions := m.sessions
+	m.sessions = map[raft.ServerAddress]*yamux.Session{}
+	conns := m.conns
+	m.mu.Unlock()
+	err := m.ln.Close()
+	for _, s := range sessions {
+		s.Close()
+	}
+	for c := range conns {
+		c.Close()
+	}
+	m.wg.Wait()
+	return err
+}
+
+// groupLayer is one group's raft.StreamLayer on the mux.
+type groupLayer struct {
+	mux    *Mux
+	name   string
+	accept chan net.Conn
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (g *groupLayer) Accept() (net.Conn, error) {
+	select {
+	case c := <-g.accept:
+		return c, nil
+	case <-g.closed:
+		return nil, ErrMuxClosed
+	}
+}
+
+// Close unregisters the group.
+func (g *groupLayer) Close() error {
+	g.once.Do(func() {
+		close(g.closed)
+		g.mux.mu.Lock()
+		if g.mux.groups[g.name] == g {
+			delete(g.mux.groups, g.name)
+		}
+		g.mux.mu.Unlock()
+	})
+	return nil
+}
+
+func (g *groupLayer) Addr() net.Addr { return muxAddr(g.mux.addr) }
+
+func (g *groupLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return g.mux.Dial(g.name, addr, timeout)
+}
+
+type muxAddr string
+
+func (a muxAddr) Network() string { return "tcp" }
+func (a muxAddr) String() string  { return string(a) }

@@ -1,0 +1,457 @@
+// Package replication replicates a partition with hashicorp/raft: one Raft
+// group per partition, whose Raft log is the partition log itself (each
+// entry one Kafka RecordBatch, written once per replica), over one
+// node-wide transport (Mux), with a vote guard that keeps the group safe
+// although appends are never fsynced.
+package replication
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"github.com/raftlog/raftlog/log"
+	"github.com/raftlog/raftlog/log/vfs"
+)
+
+// Config configures a Replica.
+type Config struct {
+	// Group names the Raft group, unique in the cluster ("topic-3").
+	Group string
+	// NodeID is the node's identity; the Raft server id is derived from it
+	// and the replica's incarnation (a wiped disk gets a new one).
+	NodeID string
+	// Dir holds the replica: log/ (the partition log), raft.stable,
+	// raft.anchor, snapshots/.
+	Dir string
+	// FS is the file system of Dir (default vfs.OS).
+	FS vfs.FS
+	// IndexDir holds the mmapped indexes on the real file system (default
+	// Dir/log; required when FS is not vfs.OS).
+	IndexDir string
+	// Log is the partition configuration.
+	Log log.Config
+	// Mux is the node's shared Raft transport.
+	Mux *Mux
+	// Logger receives everything, Raft's own lines included.
+	Logger hclog.Logger
+	// BootID identifies the kernel boot (default: read from
+	// /proc/sys/kernel/random/boot_id). A restart after an unclean shutdown
+	// with a new boot id may have lost unsynced data: the vote guard gates
+	// the replica. Tests inject it to simulate a power loss.
+	BootID string
+	// Timing and snapshot cadence of Raft; zero fields take defaults.
+	Raft RaftConfig
+	// DisableVoteGuard turns the guard off. Only tests that show what the
+	// guard prevents set it.
+	DisableVoteGuard bool
+}
+
+// RaftConfig holds the Raft settings a deployment may tune.
+type RaftConfig struct {
+	HeartbeatTimeout   time.Duration // default 1s
+	ElectionTimeout    time.Duration // default 1s
+	LeaderLeaseTimeout time.Duration // default 500ms
+	CommitTimeout      time.Duration // default 20ms
+	SnapshotInterval   time.Duration // default 30s
+	SnapshotThreshold  uint64        // default 8192 entries
+	TrailingLogs       uint64        // default 4096 entries
+	MaxAppendEntries   int           // default 256
+}
+
+func (c RaftConfig) withDefaults() RaftConfig {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.HeartbeatTimeout, time.Second)
+	def(&c.ElectionTimeout, time.Second)
+	def(&c.LeaderLeaseTimeout, 500*time.Millisecond)
+	def(&c.CommitTimeout, 20*time.Millisecond)
+	def(&c.SnapshotInterval, 30*time.Second)
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = 8192
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = 4096
+	}
+	if c.MaxAppendEntries == 0 {
+		c.MaxAppendEntries = 256
+	}
+	return c
+}
+
+// Acks of Kafka's produce request.
+const (
+	AcksNone   = 0
+	AcksLeader = 1
+	AcksAll    = -1
+)
+
+// NotLeaderError is returned by Append on a replica that does not lead; it
+// names the leader when one is known.
+type NotLeaderError struct {
+	LeaderID   raft.ServerID
+	LeaderAddr raft.ServerAddress
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.LeaderID == "" {
+		return "replication: not the leader, no leader known"
+	}
+	return fmt.Sprintf("replication: not the leader; the leader is %s at %s", e.LeaderID, e.LeaderAddr)
+}
+
+// Replica is one replica of a partition on this node.
+type Replica struct {
+	cfg      Config
+	logger   hclog.Logger
+	log      *log.Log
+	store    *logStore
+	stable   *stableStore
+	snaps    *snapshotStore
+	fsm      *fsm
+	guard    *guardTransport
+	raft     *raft.Raft
+	serverID raft.ServerID
+	ctl      *ctlServer
+
+	nonce     uint64
+	gateMu    sync.Mutex
+	gateSince time.Time
+	gateWhy   string
+
+	closeOnce sync.Once
+	closed    chan struct{}
+	wg        sync.WaitGroup
+}
+
+const (
+	keyServerID    = "raftlog.server_id"
+	keyBootID      = "raftlog.boot_id"
+	keyCurrentTerm = "CurrentTerm" // raft's own key
+	applyTimeout   = 10 * time.Second
+)
+
+// ReadBootID returns the kernel boot id, or "" where there is none.
+func ReadBootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// Open opens (creating if needed) the replica in cfg.Dir and starts its
+// Raft group. A new group must then be bootstrapped on one replica
+// (Bootstrap) or this replica added to an existing group by its leader.
+func Open(cfg Config) (*Replica, error) {
+	if cfg.Group == "" || cfg.NodeID == "" || cfg.Dir == "" || cfg.Mux == nil {
+		return nil, errors.New("replication: Config needs Group, NodeID, Dir and Mux")
+	}
+	if cfg.FS == nil {
+		cfg.FS = vfs.OS
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.BootID == "" {
+		cfg.BootID = ReadBootID()
+	}
+	logger := cfg.Logger.With("group", cfg.Group)
+	r := &Replica{cfg: cfg, logger: logger, closed: make(chan struct{})}
+	fsys := cfg.FS
+	if err := fsys.MkdirAll(cfg.Dir); err != nil {
+		return nil, err
+	}
+	if err := fsys.SyncDir(filepath.Dir(cfg.Dir)); err != nil {
+		return nil, err
+	}
+	var err error
+	if r.stable, err = openStableStore(fsys, cfg.Dir); err != nil {
+		return nil, err
+	}
+	if id, err := r.stable.Get([]byte(keyServerID)); err == nil {
+		r.serverID = raft.ServerID(id)
+	} else {
+		var b [4]byte
+		rand.Read(b[:])
+		r.serverID = raft.ServerID(cfg.NodeID + "-" + hex.EncodeToString(b[:]))
+		if err := r.stable.Set([]byte(keyServerID), []byte(r.serverID)); err != nil {
+			return nil, err
+		}
+	}
+	logger = logger.With("server", string(r.serverID))
+	r.logger = logger
+
+	logDir := filepath.Join(cfg.Dir, "log")
+	opts := []log.Option{log.WithFS(fsys), log.WithConfig(cfg.Log), log.WithLogger(logger.Named("log"))}
+	if cfg.IndexDir != "" {
+		opts = append(opts, log.WithIndexDir(cfg.IndexDir))
+	}
+	if r.log, err = log.Open(logDir, opts...); err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Replica, error) {
+		r.log.Abort()
+		return nil, err
+	}
+	if r.store, err = openLogStore(r.log, fsys, cfg.Dir); err != nil {
+		return fail(err)
+	}
+	if r.snaps, err = openSnapshotStore(fsys, cfg.Dir, r.log); err != nil {
+		return fail(err)
+	}
+	hw := r.log.StartOffset()
+	if metas, err := r.snaps.list(); err == nil && len(metas) > 0 && metas[0].End > hw {
+		hw = metas[0].End
+	}
+	if end := r.log.EndOffset(); hw > end {
+		hw = end
+	}
+	r.fsm = newFSM(r.store, r.snaps, r.log, hw)
+	r.fsm.onMarker = r.onMarker
+
+	// The vote guard's decision.
+	term, _ := r.stable.GetUint64([]byte(keyCurrentTerm))
+	last, _ := r.store.LastIndex()
+	hasState := term > 0 || last > 0
+	prevBoot, _ := r.stable.Get([]byte(keyBootID))
+	rec := r.log.Recovery()
+	gate := !cfg.DisableVoteGuard && hasState && !rec.Clean && string(prevBoot) != cfg.BootID
+	if err := r.stable.Set([]byte(keyBootID), []byte(cfg.BootID)); err != nil {
+		return fail(err)
+	}
+
+	layer, err := cfg.Mux.Layer(cfg.Group)
+	if err != nil {
+		return fail(err)
+	}
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: layer, MaxPool: 3, Timeout: 10 * time.Second, Logger: logger.Named("raft-net"),
+	})
+	r.guard = newGuardTransport(trans, r.serverID, func() uint64 {
+		t, _ := r.stable.GetUint64([]byte(keyCurrentTerm))
+		return t
+	}, logger.Named("guard"))
+	var nb [8]byte
+	rand.Read(nb[:])
+	r.nonce = uint64(nb[0])<<56 | uint64(nb[1])<<48 | uint64(nb[2])<<40 | uint64(nb[3])<<32 | uint64(nb[4])<<24 | uint64(nb[5])<<16 | uint64(nb[6])<<8 | uint64(nb[7])
+	if gate {
+		r.setGated(true, fmt.Sprintf("unclean shutdown on a new boot (log recovery: truncated=%v at %d); unsynced entries may be lost", rec.Truncated, rec.TruncatedAt))
+	}
+
+	rc := cfg.Raft.withDefaults()
+	conf := raft.DefaultConfig()
+	conf.LocalID = r.serverID
+	conf.Logger = logger.Named("raft")
+	conf.HeartbeatTimeout = rc.HeartbeatTimeout
+	conf.ElectionTimeout = rc.ElectionTimeout
+	conf.LeaderLeaseTimeout = rc.LeaderLeaseTimeout
+	conf.CommitTimeout = rc.CommitTimeout
+	conf.SnapshotInterval = rc.SnapshotInterval
+	conf.SnapshotThreshold = rc.SnapshotThreshold
+	conf.TrailingLogs = rc.TrailingLogs
+	conf.MaxAppendEntries = rc.MaxAppendEntries
+	conf.BatchApplyCh = true
+	conf.NoSnapshotRestoreOnStart = true
+	conf.ShutdownOnRemove = false
+	if r.raft, err = raft.NewRaft(conf, r.fsm, r.store, r.stable, r.snaps, r.guard); err != nil {
+		r.guard.Close()
+		return fail(err)
+	}
+	if r.ctl, err = newCtlServer(r); err != nil {
+		r.raft.Shutdown().Error()
+		return fail(err)
+	}
+	if gate {
+		r.wg.Add(1)
+		go r.rejoinLoop()
+	}
+	logger.Info("replica open", "log_start", r.log.StartOffset(), "log_end", r.log.EndOffset(), "high_watermark", hw,
+		"clean", rec.Clean, "gated", gate, "term", term)
+	return r, nil
+}
+
+// ServerID is the Raft server id of this replica.
+func (r *Replica) ServerID() raft.ServerID { return r.serverID }
+
+// Address is the Raft address of this replica's node.
+func (r *Replica) Address() raft.ServerAddress { return r.cfg.Mux.Addr() }
+
+// Log is the partition log (for reads; writes go through Append).
+func (r *Replica) Log() *log.Log { return r.log }
+
+// Raft exposes the Raft group (state, stats, configuration).
+func (r *Replica) Raft() *raft.Raft { return r.raft }
+
+// Bootstrap starts a new group with servers (once, on one replica).
+func (r *Replica) Bootstrap(servers []raft.Server) error {
+	return r.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error()
+}
+
+// IsLeader reports whether this replica leads its group.
+func (r *Replica) IsLeader() bool { return r.raft.State() == raft.Leader }
+
+// Leader returns the known leader.
+func (r *Replica) Leader() (raft.ServerID, raft.ServerAddress) {
+	addr, id := r.raft.LeaderWithID()
+	return id, addr
+}
+
+// Term is the current Raft term (the partition leader epoch).
+func (r *Replica) Term() uint64 {
+	t, _ := r.stable.GetUint64([]byte(keyCurrentTerm))
+	return t
+}
+
+// HighWatermark is the offset below which every batch is committed.
+func (r *Replica) HighWatermark() int64 { return r.fsm.HighWatermark() }
+
+// WaitHighWatermark blocks until the high watermark passes past or ctx
+// ends, and returns it.
+func (r *Replica) WaitHighWatermark(ctx context.Context, past int64) int64 {
+	for {
+		ch, hw := r.fsm.waitChan()
+		if hw > past {
+			return hw
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return r.fsm.HighWatermark()
+		case <-r.closed:
+			return r.fsm.HighWatermark()
+		}
+	}
+}
+
+// Read returns committed batches from offset (see log.Read), bounded by
+// the high watermark.
+func (r *Replica) Read(offset int64, maxBytes int) ([]byte, error) {
+	return r.log.Read(offset, maxBytes, r.fsm.HighWatermark())
+}
+
+func (r *Replica) notLeader() error {
+	id, addr := r.Leader()
+	return &NotLeaderError{LeaderID: id, LeaderAddr: addr}
+}
+
+// Append replicates one record batch (v2, validated here) and returns its
+// base offset. With acks=-1 and acks=1 it returns after the batch is
+// committed on a quorum (raftlog does not acknowledge a write a single
+// node holds: acks=1 is served as acks=all); with acks=0 it returns once the
+// batch is handed to Raft, with offset -1. batch is rewritten in place
+// (baseOffset, partitionLeaderEpoch) and must not be reused.
+func (r *Replica) Append(ctx context.Context, batch []byte, acks int) (int64, error) {
+	size, err := log.ValidateBatch(batch, r.log.Config().MaxBatchBytes)
+	if err != nil {
+		return -1, err
+	}
+	if size != len(batch) {
+		return -1, fmt.Errorf("replication: %w: %d bytes after the batch", log.ErrCorruptBatch, len(batch)-size)
+	}
+	if log.Batch(batch).IsControl() {
+		return -1, fmt.Errorf("replication: %w: producers may not write control batches", log.ErrCorruptBatch)
+	}
+	if r.raft.State() != raft.Leader {
+		return -1, r.notLeader()
+	}
+	timeout := applyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	f := r.raft.Apply(batch, timeout)
+	if acks == AcksNone {
+		return -1, nil
+	}
+	if err := f.Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+			return -1, r.notLeader()
+		}
+		return -1, err
+	}
+	switch res := f.Response().(type) {
+	case AppliedEntry:
+		return res.BaseOffset, nil
+	case error:
+		return -1, res
+	default:
+		return -1, fmt.Errorf("replication: unexpected apply result %T", res)
+	}
+}
+
+// AddVoter adds (or promotes) a voting replica.
+func (r *Replica) AddVoter(id raft.ServerID, addr raft.ServerAddress) error {
+	return r.raft.AddVoter(id, addr, 0, applyTimeout).Error()
+}
+
+// AddNonvoter adds a replica that receives the log but does not vote (a
+// new replica catching up before it becomes a voter).
+func (r *Replica) AddNonvoter(id raft.ServerID, addr raft.ServerAddress) error {
+	return r.raft.AddNonvoter(id, addr, 0, applyTimeout).Error()
+}
+
+// RemoveServer removes a replica from the group.
+func (r *Replica) RemoveServer(id raft.ServerID) error {
+	return r.raft.RemoveServer(id, 0, applyTimeout).Error()
+}
+
+// TransferLeadership hands leadership to id (any caught-up voter when id
+// is empty).
+func (r *Replica) TransferLeadership(id raft.ServerID, addr raft.ServerAddress) error {
+	if id == "" {
+		return r.raft.LeadershipTransfer().Error()
+	}
+	return r.raft.LeadershipTransferToServer(id, addr).Error()
+}
+
+// Configuration is the group's latest configuration.
+func (r *Replica) Configuration() (raft.Configuration, error) {
+	f := r.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return raft.Configuration{}, err
+	}
+	return f.Configuration(), nil
+}
+
+// Snapshot takes a snapshot now (normally Raft takes them on its own).
+func (r *Replica) Snapshot() error { return r.raft.Snapshot().Error() }
+
+// Close shuts the replica down cleanly: Raft stops, the log is fsynced and
+// marked clean.
+func (r *Replica) Close() error {
+	var err error
+	r.closeOnce.Do(func() {
+		close(r.closed)
+		r.ctl.close()
+		err = r.raft.Shutdown().Error()
+		r.wg.Wait()
+		if e := r.log.Close(); err == nil {
+			err = e
+		}
+	})
+	return err
+}
+
+// Kill stops the replica as a crash would: no fsync, no clean marker.
+// Tests use it before dropping unsynced bytes to simulate power loss.
+func (r *Replica) Kill() {
+	r.closeOnce.Do(func() {
+		close(r.closed)
+		r.ctl.close()
+		r.raft.Shutdown().Error()
+		r.wg.Wait()
+		r.log.Abort()
+	})
+}

@@ -1,0 +1,321 @@
+package replication
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"path/filepath"
+	"sync"
+
+	"github.com/hashicorp/raft"
+	"github.com/raftlog/raftlog/log"
+	"github.com/raftlog/raftlog/log/vfs"
+)
+
+// logStore is raft.LogStore over the partition log: the partition log IS
+// the Raft log. Each Raft entry is one RecordBatch; its term is the batch's
+// partitionLeaderEpoch; entries that are not produced batches are control
+// batches (control.go). Offsets are assigned when an entry is stored, from
+// the local log end: Raft appends only after the entry before, and every
+// replica's log is a prefix of the same sequence, so every replica assigns
+// the same offsets and holds byte-identical batches.
+//
+// A dense in-memory index maps Raft index → (offset, next offset) for the
+// entries Raft still holds, [first, last]. It is rebuilt on open by walking
+// batch headers from the anchor: the (Raft index, offset) of the first
+// entry, kept in a small file written atomically whenever Raft compacts
+// (DeleteRange of a prefix) or the log is restarted from a snapshot. Raft's
+// compaction does not delete Kafka data: that is retention's job, and the
+// log is pinned at the anchor so retention never removes an entry Raft still
+// holds.
+type logStore struct {
+	log *log.Log
+	fs  vfs.FS
+	dir string
+
+	mu    sync.RWMutex
+	first uint64     // Raft index of ents[0]; meaningful when len(ents) > 0
+	ents  []entryPos // dense: ents[i] is entry first+i
+	// next is the index the next StoreLogs must start at when ents is empty
+	// (0: any).
+	next uint64
+	bufs [][]byte
+}
+
+type entryPos struct {
+	offset, next int64
+}
+
+// The anchor file. Frozen.
+//
+//	offset  size  field
+//	     0     4  magic "RLAN"
+//	     4     8  Raft index of the first entry
+//	    12     8  offset of the first entry (the log end when there is none)
+//	    20     4  CRC-32C of bytes [0, 20)
+const anchorName = "raft.anchor"
+
+var anchorMagic = [4]byte{'R', 'L', 'A', 'N'}
+
+type anchor struct {
+	index  uint64
+	offset int64
+}
+
+func (a anchor) encode() []byte {
+	b := append([]byte(nil), anchorMagic[:]...)
+	b = binary.BigEndian.AppendUint64(b, a.index)
+	b = binary.BigEndian.AppendUint64(b, uint64(a.offset))
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
+}
+
+func readAnchor(fsys vfs.FS, dir string) (anchor, bool, error) {
+	b, err := vfs.ReadFile(fsys, filepath.Join(dir, anchorName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return anchor{}, false, nil
+	}
+	if err != nil {
+		return anchor{}, false, err
+	}
+	if len(b) != 24 || [4]byte(b[:4]) != anchorMagic || crc32.Checksum(b[:20], crcTable) != binary.BigEndian.Uint32(b[20:]) {
+		return anchor{}, false, fmt.Errorf("replication: anchor in %s is corrupt", dir)
+	}
+	return anchor{index: binary.BigEndian.Uint64(b[4:]), offset: int64(binary.BigEndian.Uint64(b[12:]))}, true, nil
+}
+
+// openLogStore loads the dense index from the anchor to the log end.
+func openLogStore(l *log.Log, fsys vfs.FS, dir string) (*logStore, error) {
+	s := &logStore{log: l, fs: fsys, dir: dir}
+	a, ok, err := readAnchor(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		if l.EndOffset() != l.StartOffset() {
+			return nil, fmt.Errorf("replication: %s holds data but no Raft anchor", l.Dir())
+		}
+		return s, nil
+	}
+	end := l.EndOffset()
+	if a.offset > end {
+		// The anchor is written only at fsynced points, so this is damage.
+		return nil, fmt.Errorf("replication: anchor offset %d past the log end %d", a.offset, end)
+	}
+	s.first, s.next = a.index, a.index
+	if a.offset < end {
+		err = l.WalkBatches(a.offset, func(h log.Batch) bool {
+			s.ents = append(s.ents, entryPos{offset: h.BaseOffset(), next: h.NextOffset()})
+			return true
+		})
+		if err != nil {
+			return nil, fmt.Errorf("replication: rebuild Raft index: %w", err)
+		}
+	}
+	l.Pin(a.offset)
+	return s, nil
+}
+
+func (s *logStore) writeAnchor(a anchor) error {
+	if err := vfs.WriteFileAtomic(s.fs, filepath.Join(s.dir, anchorName), a.encode()); err != nil {
+		return fmt.Errorf("replication: write anchor: %w", err)
+	}
+	s.log.Pin(a.offset)
+	return nil
+}
+
+// FirstIndex implements raft.LogStore.
+func (s *logStore) FirstIndex() (uint64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if len(s.ents) == 0 {
+		return 0, nil
+	}
+	return s.first, nil
+}
+
+// LastIndex implements raft.LogStore.
+func (s *logStore) LastIndex() (uint64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if len(s.ents) == 0 {
+		return 0, nil
+	}
+	return s.first + uint64(len(s.ents)) - 1, nil
+}
+
+// IsMonotonic implements raft.MonotonicLogStore: indexes are dense.
+func (s *logStore) IsMonotonic() bool { return true }
+
+// GetLog implements raft.LogStore. raft.ErrLogNotFound is returned
+// unwrapped: raft compares with ==.
+func (s *logStore) GetLog(index uint64, out *raft.Log) error {
+	s.mu.RLock()
+	if len(s.ents) == 0 || index < s.first || index >= s.first+uint64(len(s.ents)) {
+		s.mu.RUnlock()
+		return raft.ErrLogNotFound
+	}
+	pos := s.ents[index-s.first]
+	s.mu.RUnlock()
+	b, err := s.log.ReadBatch(pos.offset)
+	if err != nil {
+		return fmt.Errorf("replication: read entry %d at offset %d: %w", index, pos.offset, err)
+	}
+	*out = raft.Log{Index: index, Term: uint64(uint32(b.LeaderEpoch()))}
+	if b.IsControl() {
+		err := decodeControl(b, out)
+		switch {
+		case err == nil && out.Type == entryRejoin:
+			out.Type, out.Data, out.AppendedAt, out.Extensions = raft.LogCommand, b, timeZero, nil
+			return nil
+		case err == nil:
+			return nil
+		case !errors.Is(err, errNotControl):
+			return err
+		}
+	}
+	out.Type = raft.LogCommand
+	out.Data = b
+	return nil
+}
+
+// StoreLog implements raft.LogStore.
+func (s *logStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
+
+// StoreLogs implements raft.LogStore: one vectored write for all entries.
+func (s *logStore) StoreLogs(logs []*raft.Log) error {
+	if len(logs) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	want := s.next
+	if len(s.ents) > 0 {
+		want = s.first + uint64(len(s.ents))
+	}
+	if want != 0 && logs[0].Index != want {
+		return fmt.Errorf("replication: store entry %d, expected %d", logs[0].Index, want)
+	}
+	s.bufs = s.bufs[:0]
+	for i, l := range logs {
+		if i > 0 && l.Index != logs[i-1].Index+1 {
+			return fmt.Errorf("replication: entries %d and %d not contiguous", logs[i-1].Index, l.Index)
+		}
+		var b []byte
+		if l.Type == raft.LogCommand {
+			size, err := log.ValidateBatch(l.Data, 0)
+			if err != nil {
+				return fmt.Errorf("replication: entry %d: %w", l.Index, err)
+			}
+			if size != len(l.Data) {
+				return fmt.Errorf("replication: entry %d holds %d bytes after its batch", l.Index, len(l.Data)-size)
+			}
+			b = l.Data
+			log.Batch(b).SetLeaderEpoch(int32(l.Term))
+		} else {
+			b = encodeControl(l)
+		}
+		s.bufs = append(s.bufs, b)
+	}
+	if len(s.ents) == 0 {
+		// A new run of entries: anchor it first, at a point that is on disk.
+		if err := s.log.Flush(); err != nil {
+			return err
+		}
+		if err := s.writeAnchor(anchor{index: logs[0].Index, offset: s.log.EndOffset()}); err != nil {
+			return err
+		}
+		s.first = logs[0].Index
+	}
+	if _, err := s.log.AppendVec(s.bufs, -1); err != nil {
+		return fmt.Errorf("replication: store entries %d-%d: %w", logs[0].Index, logs[len(logs)-1].Index, err)
+	}
+	for _, b := range s.bufs {
+		s.ents = append(s.ents, entryPos{offset: log.Batch(b).BaseOffset(), next: log.Batch(b).NextOffset()})
+	}
+	s.bufs = s.bufs[:0]
+	return nil
+}
+
+// DeleteRange implements raft.LogStore: a prefix after a snapshot (the
+// Kafka data stays; the anchor moves), a conflicting suffix on a follower
+// (the partition log is truncated), or everything after a snapshot was
+// installed.
+func (s *logStore) DeleteRange(min, max uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.ents) == 0 {
+		return nil
+	}
+	last := s.first + uint64(len(s.ents)) - 1
+	if min < s.first {
+		min = s.first
+	}
+	if max > last {
+		max = last
+	}
+	if min > max {
+		return nil
+	}
+	switch {
+	case min == s.first && max == last:
+		s.next = last + 1
+		end := s.ents[len(s.ents)-1].next
+		s.ents = s.ents[:0]
+		return s.writeAnchor(anchor{index: s.next, offset: end})
+	case min == s.first:
+		keep := s.ents[max-s.first+1:]
+		a := anchor{index: max + 1, offset: keep[0].offset}
+		if err := s.log.Flush(); err != nil {
+			return err
+		}
+		if err := s.writeAnchor(a); err != nil {
+			return err
+		}
+		s.ents = append(s.ents[:0:0], keep...)
+		s.first = max + 1
+		return nil
+	case max == last:
+		cut := s.ents[min-s.first].offset
+		if _, err := s.log.TruncateTo(cut); err != nil {
+			return fmt.Errorf("replication: truncate to entry %d (offset %d): %w", min, cut, err)
+		}
+		s.ents = s.ents[:min-s.first]
+		return nil
+	}
+	return fmt.Errorf("replication: delete of entries %d-%d inside [%d, %d]", min, max, s.first, last)
+}
+
+// offsetAfter is the offset following entry index, when the store holds it.
+func (s *logStore) offsetAfter(index uint64) (int64, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if len(s.ents) == 0 || index < s.first || index >= s.first+uint64(len(s.ents)) {
+		return 0, false
+	}
+	return s.ents[index-s.first].next, true
+}
+
+// entryAt returns the position of entry index.
+func (s *logStore) entryAt(index uint64) (entryPos, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if len(s.ents) == 0 || index < s.first || index >= s.first+uint64(len(s.ents)) {
+		return entryPos{}, false
+	}
+	return s.ents[index-s.first], true
+}
+
+// reset empties the store after the log was restarted from a snapshot
+// ending at entry index (the log end is that entry's next offset).
+func (s *logStore) reset(index uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.log.Flush(); err != nil {
+		return err
+	}
+	s.ents = s.ents[:0]
+	s.next = index + 1
+	return s.writeAnchor(anchor{index: index + 1, offset: s.log.EndOffset()})
+}
