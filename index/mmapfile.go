@@ -41,6 +41,25 @@
 // kernel may have written back entries for log bytes that never reached the
 // disk).
 //
+// # Inspect-only opening
+//
+// OpenOffsetIndexReadOnly and OpenTimeIndexReadOnly open an index for
+// diagnostics, possibly the active segment's index of a running broker
+// that has it mapped read-write. They never create, write, preallocate,
+// trim, msync or fsync the file: it is opened O_RDONLY and mapped
+// PROT_READ at its current size, and the entries are counted as on a
+// normal open (trailing all-zero entries dropped). A trailing partial
+// entry is ignored instead of being reported. Such an index is a snapshot
+// of the entries present at open: appends made afterwards by the writer are
+// not seen. The mutating methods refuse: Append, MaybeAppend, Seal,
+// Unseal, Sync and Delete return an error wrapping ErrReadOnly and change
+// nothing; TruncateTo and Reset, which return no error, do nothing. Close
+// (and Abort) only unmap and close the file.
+//
+// The inspecting process, not the writer, is at risk if the writer shrinks
+// the file while it is mapped (Seal or Close after a TruncateTo, Reset):
+// touching the cut-off pages raises SIGBUS in the inspector.
+//
 // # Concurrency
 //
 // One goroutine, the owner, appends (Append, MaybeAppend). Any number of
@@ -88,7 +107,9 @@ var (
 	ErrOutOfOrder = errors.New("index: offset not increasing")
 	// ErrCorrupt is wrapped by every sanity-check failure.
 	ErrCorrupt = errors.New("index: corrupt")
-	// ErrReadOnly is returned by an append to a sealed index.
+	// ErrReadOnly is returned by an append to a sealed index, and by every
+	// mutating call on an index opened with OpenOffsetIndexReadOnly or
+	// OpenTimeIndexReadOnly.
 	ErrReadOnly = errors.New("index: read-only")
 )
 
@@ -116,6 +137,7 @@ type mmapFile struct {
 	size     int64     // length of the file on disk
 	writable bool      // appends allowed: preallocated and mapped read-write
 	rw       bool      // data is a read-write mapping
+	inspect  bool      // opened inspect-only: the file is never modified
 	closed   bool
 
 	n atomic.Int64 // valid entries; stored after their bytes
@@ -146,6 +168,58 @@ func (m *mmapFile) open(path string, base int64, entrySize, maxBytes int, writab
 		return err
 	}
 	return nil
+}
+
+// openReadOnly opens path inspect-only; see OpenOffsetIndexReadOnly and
+// the package documentation. Nothing here or in any later call on m writes
+// to the file.
+func (m *mmapFile) openReadOnly(path string, base int64, entrySize int) error {
+	m.path, m.base, m.entrySize = path, base, entrySize
+	m.inspect = true
+	if base < 0 {
+		return fmt.Errorf("index: %s: negative base offset %d", path, base)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("index: %w", err)
+	}
+	m.f = f
+	if err := m.loadReadOnly(); err != nil {
+		m.unmap()
+		f.Close()
+		m.closed = true
+		return err
+	}
+	return nil
+}
+
+func (m *mmapFile) loadReadOnly() error {
+	st, err := m.f.Stat()
+	if err != nil {
+		return fmt.Errorf("index: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("index: %s: not a regular file", m.path)
+	}
+	m.size = st.Size()
+	if m.size > int64(maxInt) {
+		return fmt.Errorf("%w: %s: size %d is too large", ErrCorrupt, m.path, m.size)
+	}
+	if err := m.remap(int(m.size), false); err != nil {
+		return err
+	}
+	// A trailing partial entry (a file being extended or cut) is ignored.
+	m.n.Store(int64(m.usedEntries(int(m.size) / m.entrySize)))
+	return nil
+}
+
+// inspectOnly reports the refusal of a mutating call on an index opened
+// inspect-only, or nil.
+func (m *mmapFile) inspectOnly(op string) error {
+	if !m.inspect {
+		return nil
+	}
+	return fmt.Errorf("%w: %s: %s on an index opened inspect-only", ErrReadOnly, m.path, op)
 }
 
 func (m *mmapFile) load(writable bool) error {
@@ -265,6 +339,9 @@ func (m *mmapFile) writableCheck() error {
 	if m.closed {
 		return m.errClosed()
 	}
+	if err := m.inspectOnly("append"); err != nil {
+		return err
+	}
 	if !m.writable {
 		return fmt.Errorf("%w: %s", ErrReadOnly, m.path)
 	}
@@ -297,9 +374,10 @@ func (m *mmapFile) publish(n int) { m.n.Store(int64(n)) }
 
 // shrink drops the entries from n on. In a writable index their bytes are
 // zeroed, so that a crash before the next trim does not bring them back.
+// A no-op on an inspect-only index.
 func (m *mmapFile) shrink(n int) {
 	old := m.count()
-	if m.closed || n >= old {
+	if m.closed || m.inspect || n >= old {
 		return
 	}
 	m.publish(n)
@@ -352,7 +430,7 @@ func (m *mmapFile) lastOffsetAtMost(n, off int, target int64) int {
 // truncateOffsets drops the entries whose offset, stored in the 4-byte
 // field at byte off, is >= offset.
 func (m *mmapFile) truncateOffsets(off int, offset int64) {
-	if m.closed {
+	if m.closed || m.inspect {
 		return
 	}
 	keep := 0
@@ -396,7 +474,8 @@ func (m *mmapFile) SizeBytes() int64 { return int64(m.count()) * int64(m.entrySi
 // Path returns the file's path.
 func (m *mmapFile) Path() string { return m.path }
 
-// Reset drops every entry. Readers must be excluded.
+// Reset drops every entry. Readers must be excluded. A no-op on an
+// inspect-only index.
 func (m *mmapFile) Reset() { m.shrink(0) }
 
 // Seal makes the index read-only and exactly as long as its entries:
@@ -404,10 +483,13 @@ func (m *mmapFile) Reset() { m.shrink(0) }
 // again read-only (an empty file stays unmapped). Sealing a sealed index
 // trims it again if a TruncateTo or Reset shortened it. After Seal,
 // appends fail with ErrReadOnly; lookups keep working. Readers must be
-// excluded.
+// excluded. On an inspect-only index Seal fails with ErrReadOnly.
 func (m *mmapFile) Seal() error {
 	if m.closed {
 		return m.errClosed()
+	}
+	if err := m.inspectOnly("Seal"); err != nil {
+		return err
 	}
 	length := m.count() * m.entrySize
 	wasWritable := m.writable
@@ -437,10 +519,13 @@ func (m *mmapFile) Seal() error {
 // Unseal makes a sealed index writable again (when a suffix truncation
 // makes its segment the active one): preallocate the file to maxBytes
 // again and map it read-write. A no-op on a writable index. Readers must
-// be excluded.
+// be excluded. On an inspect-only index Unseal fails with ErrReadOnly.
 func (m *mmapFile) Unseal() error {
 	if m.closed {
 		return m.errClosed()
+	}
+	if err := m.inspectOnly("Unseal"); err != nil {
+		return err
 	}
 	if m.writable {
 		return nil
@@ -462,10 +547,14 @@ func (m *mmapFile) Unseal() error {
 	return nil
 }
 
-// Sync writes the mapping back (msync) and fsyncs the file.
+// Sync writes the mapping back (msync) and fsyncs the file. On an
+// inspect-only index Sync fails with ErrReadOnly.
 func (m *mmapFile) Sync() error {
 	if m.closed {
 		return m.errClosed()
+	}
+	if err := m.inspectOnly("Sync"); err != nil {
+		return err
 	}
 	if m.writable && m.data != nil {
 		if err := m.data.Flush(); err != nil {
@@ -480,7 +569,8 @@ func (m *mmapFile) Sync() error {
 
 // Close flushes a writable index, unmaps it, trims the file to its
 // entries and closes it. Closing a closed index does nothing. Readers must
-// be excluded; afterwards the index has no entries.
+// be excluded; afterwards the index has no entries. An inspect-only index
+// is only unmapped and closed.
 func (m *mmapFile) Close() error {
 	if m.closed {
 		return nil
@@ -488,6 +578,15 @@ func (m *mmapFile) Close() error {
 	m.closed = true
 	length := int64(m.count()) * int64(m.entrySize)
 	var errs []error
+	if m.inspect {
+		if err := m.unmap(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := m.f.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("index: %w", err))
+		}
+		return errors.Join(errs...)
+	}
 	if m.writable && m.data != nil {
 		if err := m.data.Flush(); err != nil {
 			errs = append(errs, fmt.Errorf("index: msync %s: %w", m.path, err))
@@ -517,8 +616,13 @@ func (m *mmapFile) Abort() {
 }
 
 // Delete unmaps and closes the index (without trimming) and removes its
-// file. A missing file is not an error. Readers must be excluded.
+// file. A missing file is not an error. Readers must be excluded. On an
+// inspect-only index Delete fails with ErrReadOnly and leaves the index
+// open and the file in place.
 func (m *mmapFile) Delete() error {
+	if err := m.inspectOnly("Delete"); err != nil {
+		return err
+	}
 	var errs []error
 	if !m.closed {
 		m.closed = true

@@ -62,6 +62,26 @@ func OpenOffsetIndex(path string, baseOffset int64, maxBytes int, writable bool)
 	return x, nil
 }
 
+// OpenOffsetIndexReadOnly opens the existing offset index at path for
+// inspection, for the segment starting at baseOffset. It is safe on the
+// active segment's index of a running process: the file is opened O_RDONLY
+// (a missing file is an error wrapping fs.ErrNotExist, never created) and
+// mapped read-only at its current size, and nothing is ever written,
+// trimmed or synced. The entries are counted as by OpenOffsetIndex
+// (trailing all-zero entries dropped), except that a trailing partial
+// entry is ignored rather than reported.
+//
+// Append, Seal, Unseal, Sync and Delete on the index fail with an error
+// wrapping ErrReadOnly; TruncateTo and Reset do nothing; Close only unmaps
+// and closes. See the package documentation.
+func OpenOffsetIndexReadOnly(path string, baseOffset int64) (*OffsetIndex, error) {
+	x := &OffsetIndex{}
+	if err := x.openReadOnly(path, baseOffset, OffsetEntrySize); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
 // Append adds an entry saying that offset is in the batch at position.
 // offset must be greater than the last entry's (else ErrOutOfOrder), not
 // below the base offset (ErrOutOfOrder) and at most 2^32-1 above it (else an
@@ -130,7 +150,8 @@ func (x *OffsetIndex) LastEntry() (offset int64, position uint32, ok bool) {
 
 // TruncateTo drops every entry whose offset is >= offset. On a writable
 // index the dropped entries are zeroed; on a sealed one the file is trimmed
-// by the next Seal or Close (or Unseal). Readers must be excluded.
+// by the next Seal or Close (or Unseal). Readers must be excluded. A no-op
+// on an index opened with OpenOffsetIndexReadOnly.
 func (x *OffsetIndex) TruncateTo(offset int64) {
 	x.truncateOffsets(offsetRelOff, offset)
 }

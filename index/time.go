@@ -55,6 +55,19 @@ func OpenTimeIndex(path string, baseOffset int64, maxBytes int, writable bool) (
 	return x, nil
 }
 
+// OpenTimeIndexReadOnly opens the existing time index at path for
+// inspection, for the segment starting at baseOffset, without ever
+// creating or modifying the file; it behaves as OpenOffsetIndexReadOnly.
+// MaybeAppend, Seal, Unseal, Sync and Delete on the index fail with an
+// error wrapping ErrReadOnly; TruncateTo and Reset do nothing.
+func OpenTimeIndexReadOnly(path string, baseOffset int64) (*TimeIndex, error) {
+	x := &TimeIndex{}
+	if err := x.openReadOnly(path, baseOffset, TimeEntrySize); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
 // MaybeAppend adds the entry (timestamp, offset) and reports whether it did.
 //
 // The log passes the running maximum timestamp of its segment, so an entry
@@ -140,7 +153,8 @@ func (x *TimeIndex) LastEntry() (timestamp int64, offset int64, ok bool) {
 }
 
 // TruncateTo drops every entry whose offset is >= offset; as
-// OffsetIndex.TruncateTo. Readers must be excluded.
+// OffsetIndex.TruncateTo. Readers must be excluded. A no-op on an index
+// opened with OpenTimeIndexReadOnly.
 func (x *TimeIndex) TruncateTo(offset int64) {
 	x.truncateOffsets(timeRelOff, offset)
 }

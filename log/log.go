@@ -73,6 +73,7 @@ type Log struct {
 
 	stopFlush chan struct{}
 	flushDone chan struct{}
+	stopOnce  sync.Once
 }
 
 type pendingBatch struct {
@@ -295,8 +296,8 @@ func (l *Log) writePending(bufs [][]byte) error {
 			pos += int64(pb.size)
 		}
 		// Publish: readers see the run only now.
-		seg.next.Store(l.pending[j-1].last + 1)
 		seg.size.Store(pos)
+		seg.next.Store(l.pending[j-1].last + 1)
 		i = j
 	}
 	return nil
@@ -426,11 +427,7 @@ func (l *Log) flushLoop(every time.Duration) {
 // clean-shutdown marker, and closes every file. The marker is written only
 // when everything before it succeeded.
 func (l *Log) Close() error {
-	if l.stopFlush != nil {
-		close(l.stopFlush)
-		<-l.flushDone
-		l.stopFlush = nil
-	}
+	l.stopFlusher()
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	if l.closed {
@@ -553,11 +550,7 @@ func isIndexFile(name string) bool {
 // marker: what a crash leaves. Tests of crash recovery use it; so does a
 // node that must stop after a fatal error.
 func (l *Log) Abort() {
-	if l.stopFlush != nil {
-		close(l.stopFlush)
-		<-l.flushDone
-		l.stopFlush = nil
-	}
+	l.stopFlusher()
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	if l.closed {
@@ -575,4 +568,13 @@ func (l *Log) Abort() {
 		s.ti.Abort()
 		s.f.Close()
 	}
+}
+
+func (l *Log) stopFlusher() {
+	l.stopOnce.Do(func() {
+		if l.stopFlush != nil {
+			close(l.stopFlush)
+			<-l.flushDone
+		}
+	})
 }

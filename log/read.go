@@ -71,8 +71,8 @@ func (l *Log) segmentFor(offset int64, physical bool) (*segment, int64, int64, e
 // Kafka does). Reads stay within one segment. Empty at the end of the log.
 func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) ([]byte, error) {
 	if offset >= maxOffset {
-		if offset < l.StartOffset() {
-			return nil, fmt.Errorf("%w: %d below the log start %d", ErrOffsetOutOfRange, offset, l.StartOffset())
+		if start, end := l.StartOffset(), l.EndOffset(); offset < start || offset > end {
+			return nil, fmt.Errorf("%w: %d not in [%d, %d]", ErrOffsetOutOfRange, offset, start, end)
 		}
 		return nil, nil
 	}
@@ -123,7 +123,7 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) ([]byte, error) 
 // reads what is on disk, below the log start too (a Raft log reads its
 // entries with it).
 func (l *Log) ReadBatch(offset int64) (Batch, error) {
-	seg, pos, _, err := l.segmentFor(offset, true)
+	seg, pos, limit, err := l.segmentFor(offset, true)
 	if err != nil {
 		return nil, err
 	}
@@ -135,52 +135,74 @@ func (l *Log) ReadBatch(offset int64) (Batch, error) {
 	if _, err := seg.f.ReadAt(hdr[:], pos); err != nil {
 		return nil, fmt.Errorf("log: read %s at %d: %w", seg.logPath, pos, err)
 	}
+	size, err := peekBatchSize(hdr[:])
+	if err != nil || pos+int64(size) > limit {
+		return nil, fmt.Errorf("log: read %s at %d: bad batch header (%v)", seg.logPath, pos, err)
+	}
 	if got := Batch(hdr[:]).BaseOffset(); got != offset {
 		return nil, fmt.Errorf("%w: offset %d is inside the batch at %d", ErrOffsetOutOfRange, offset, got)
 	}
-	b := make([]byte, Batch(hdr[:]).Size())
+	b := make([]byte, size)
 	if _, err := seg.f.ReadAt(b, pos); err != nil {
 		return nil, fmt.Errorf("log: read %s at %d: %w", seg.logPath, pos, err)
 	}
 	return Batch(b), nil
 }
 
-// OffsetForTimestamp finds the first record with a timestamp at least ts
-// among offsets below maxOffset: the segment by its max timestamp, then the
-// time index, the offset index, and a scan. It returns that record's offset
-// and timestamp; found is false when no record qualifies. In a compressed
-// batch the answer is the batch's first offset and its max timestamp (a
-// record of that batch qualifies; earlier ones of it may not).
+// OffsetForTimestamp finds the first record at or after the log start
+// with a timestamp at least ts among offsets below maxOffset: the first
+// segment whose max timestamp reaches ts, then the time index, the offset
+// index, and a scan, going on to later segments when one holds no such
+// record. It returns that record's offset and timestamp; found is false
+// when no record qualifies. In a compressed batch the answer is the batch's
+// first offset (or the log start) and its max timestamp (a record of that
+// batch qualifies; earlier ones of it may not).
 func (l *Log) OffsetForTimestamp(ts, maxOffset int64) (offset, timestamp int64, found bool, err error) {
-	l.mu.RLock()
-	var seg *segment
-	var from int64
-	for _, s := range l.segs {
-		if s.maxTs.Load() >= ts && s.base < maxOffset {
-			seg = s
-			break
+	start := l.StartOffset()
+	for from := 0; ; from++ {
+		l.mu.RLock()
+		var seg *segment
+		var pos int64
+		for ; from < len(l.segs); from++ {
+			s := l.segs[from]
+			if s.base >= maxOffset {
+				break
+			}
+			if s.maxTs.Load() >= ts && s.next.Load() > start {
+				seg = s
+				break
+			}
+		}
+		if seg != nil {
+			startOff := seg.base
+			if _, o, ok := seg.ti.Lookup(ts); ok {
+				startOff = o
+			}
+			startOff = max(startOff, start)
+			_, p := seg.oi.Lookup(startOff)
+			pos = int64(p)
+			if !seg.acquire() {
+				l.mu.RUnlock()
+				return 0, 0, false, ErrClosed
+			}
+		}
+		l.mu.RUnlock()
+		if seg == nil {
+			return 0, 0, false, nil
+		}
+		offset, timestamp, found, err = l.timestampInSegment(seg, pos, ts, start, maxOffset)
+		seg.release()
+		if found || err != nil {
+			return offset, timestamp, found, err
 		}
 	}
-	if seg != nil {
-		startOff := seg.base
-		if _, o, ok := seg.ti.Lookup(ts); ok {
-			startOff = o
-		}
-		_, p := seg.oi.Lookup(startOff)
-		from = int64(p)
-		if !seg.acquire() {
-			seg = nil
-			err = ErrClosed
-		}
-	}
-	l.mu.RUnlock()
-	if seg == nil {
-		return 0, 0, false, err
-	}
-	defer seg.release()
+}
+
+func (l *Log) timestampInSegment(seg *segment, from, ts, start, maxOffset int64) (int64, int64, bool, error) {
 	bufp := locateBufs.Get().(*[]byte)
 	defer locateBufs.Put(bufp)
-	sc := newScanner(seg.f, from, seg.size.Load(), *bufp)
+	limit := seg.size.Load()
+	sc := newScanner(seg.f, from, limit, *bufp)
 	for {
 		hdr, pos, ok := sc.next(false, 0)
 		if !ok {
@@ -189,17 +211,23 @@ func (l *Log) OffsetForTimestamp(ts, maxOffset int64) (offset, timestamp int64, 
 		if hdr.BaseOffset() >= maxOffset {
 			return 0, 0, false, nil
 		}
-		if hdr.MaxTimestamp() < ts || hdr.IsControl() || hdr.LastOffset() >= maxOffset {
+		if hdr.MaxTimestamp() < ts || hdr.IsControl() || hdr.LastOffset() >= maxOffset || hdr.LastOffset() < start {
 			continue
 		}
-		if hdr.Codec() != 0 {
-			return hdr.BaseOffset(), hdr.MaxTimestamp(), true, nil
+		if hdr.Codec() != 0 || hdr.Attributes()&AttrTimestampType != 0 {
+			// Compressed, or LogAppendTime (every record has the batch's
+			// max timestamp).
+			return max(hdr.BaseOffset(), start), hdr.MaxTimestamp(), true, nil
 		}
-		b := make([]byte, hdr.Size())
+		size := hdr.Size()
+		if pos+int64(size) > limit {
+			return 0, 0, false, fmt.Errorf("log: %s: batch at %d runs past %d", seg.logPath, pos, limit)
+		}
+		b := make([]byte, size)
 		if _, err := seg.f.ReadAt(b, pos); err != nil {
 			return 0, 0, false, err
 		}
-		if o, t, ok := firstRecordAtOrAfter(Batch(b), ts); ok {
+		if o, t, ok := firstRecordAtOrAfter(Batch(b), ts, start); ok {
 			return o, t, true, nil
 		}
 	}
@@ -208,7 +236,7 @@ func (l *Log) OffsetForTimestamp(ts, maxOffset int64) (offset, timestamp int64, 
 // firstRecordAtOrAfter walks an uncompressed batch's records for the first
 // with timestamp ≥ ts. A record: length varint, attributes int8,
 // timestampDelta varlong, offsetDelta varint, then key, value, headers.
-func firstRecordAtOrAfter(b Batch, ts int64) (int64, int64, bool) {
+func firstRecordAtOrAfter(b Batch, ts, start int64) (int64, int64, bool) {
 	p := b.Records()
 	base, baseTs := b.BaseOffset(), b.BaseTimestamp()
 	for len(p) > 0 {
@@ -230,7 +258,7 @@ func firstRecordAtOrAfter(b Batch, ts int64) (int64, int64, bool) {
 		if w2 <= 0 {
 			return 0, 0, false
 		}
-		if baseTs+td >= ts {
+		if baseTs+td >= ts && base+od >= start {
 			return base + od, baseTs + td, true
 		}
 	}

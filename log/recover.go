@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/raftlog/raftlog/index"
 )
 
 // RecoveryReport says what Open found and did.
@@ -35,11 +37,13 @@ func (l *Log) recover() error {
 		return fmt.Errorf("log: list %s: %w", l.dir, err)
 	}
 	var bases []int64
+	marker := false
 	hasLog := map[int64]bool{}
 	for _, n := range names {
 		switch {
 		case n == cleanShutdownName:
 			rep.Clean = true
+			marker = true
 		case strings.HasSuffix(n, ".tmp"):
 			_ = l.fs.Remove(filepath.Join(l.dir, n))
 		default:
@@ -88,7 +92,7 @@ func (l *Log) recover() error {
 	l.start.Store(start)
 
 	// From here on this run's writes are not covered by a clean shutdown.
-	if rep.Clean {
+	if marker {
 		if err := l.fs.Remove(filepath.Join(l.dir, cleanShutdownName)); err != nil {
 			return fmt.Errorf("log: remove clean-shutdown marker: %w", err)
 		}
@@ -330,7 +334,7 @@ func (l *Log) recoverTail(seg *segment, size int64, buf *[]byte) error {
 		if b.BaseOffset() != next {
 			return fmt.Errorf("batch at %d has offset %d, expected %d", pos, b.BaseOffset(), next)
 		}
-		if err := seg.observe(b, pos, l.cfg.IndexIntervalBytes); err != nil {
+		if err := seg.observe(b, pos, l.cfg.IndexIntervalBytes); err != nil && !errors.Is(err, index.ErrFull) {
 			return err
 		}
 		next = b.NextOffset()
@@ -346,12 +350,12 @@ func (l *Log) recoverTail(seg *segment, size int64, buf *[]byte) error {
 // openScanned opens a segment, checks every batch, cuts a torn or corrupt
 // tail and rebuilds both indexes.
 func (l *Log) openScanned(base int64, buf *[]byte, rep *RecoveryReport) (*segment, error) {
-	seg, err := openSegmentFiles(l.fs, l.dir, l.indexDir, base, l.cfg, false, true)
+	// The indexes are rebuilt from nothing: whatever the files held (even
+	// a damaged size) is not read.
+	seg, err := openSegmentFiles(l.fs, l.dir, l.indexDir, base, l.cfg, false, true, true)
 	if err != nil {
 		return nil, err
 	}
-	seg.oi.Reset()
-	seg.ti.Reset()
 	size, err := seg.f.Size()
 	if err != nil {
 		seg.close()
@@ -372,7 +376,9 @@ func (l *Log) openScanned(base int64, buf *[]byte, rep *RecoveryReport) (*segmen
 			sc.pos = pos
 			break
 		}
-		if err := seg.observe(b, pos, l.cfg.IndexIntervalBytes); err != nil {
+		// A full index only makes the rebuilt index sparser (the interval
+		// may have been lowered since the segment was written).
+		if err := seg.observe(b, pos, l.cfg.IndexIntervalBytes); err != nil && !errors.Is(err, index.ErrFull) {
 			seg.close()
 			return nil, fmt.Errorf("log: rebuild index of %s: %w", seg.logPath, err)
 		}

@@ -68,9 +68,11 @@ type segment struct {
 	closed  bool
 }
 
-// segmentFiles opens or creates the files of a segment. The .log file comes
-// from fsys; the index files are real files under idxDir.
-func openSegmentFiles(fsys vfs.FS, dir, idxDir string, base int64, cfg Config, create, writable bool) (*segment, error) {
+// openSegmentFiles opens or creates the files of a segment. The .log file
+// comes from fsys; the index files are real files under idxDir. With
+// create the .log is created empty; with freshIndexes (implied by create)
+// the index files are recreated empty whatever they held.
+func openSegmentFiles(fsys vfs.FS, dir, idxDir string, base int64, cfg Config, create, writable bool, freshIndexes ...bool) (*segment, error) {
 	s := &segment{base: base, logPath: filepath.Join(dir, segmentName(base, logSuffix))}
 	var err error
 	if create {
@@ -81,7 +83,8 @@ func openSegmentFiles(fsys vfs.FS, dir, idxDir string, base int64, cfg Config, c
 	if err != nil {
 		return nil, fmt.Errorf("log: open segment: %w", err)
 	}
-	if err := s.openIndexes(idxDir, cfg, create, writable); err != nil {
+	fresh := create || (len(freshIndexes) > 0 && freshIndexes[0])
+	if err := s.openIndexes(idxDir, cfg, fresh, writable); err != nil {
 		s.f.Close()
 		return nil, err
 	}

@@ -24,7 +24,7 @@ func (l *Log) TruncateTo(offset int64) (int64, error) {
 	if offset >= end {
 		return end, nil
 	}
-	if offset <= l.segs[0].base {
+	if offset <= l.segs[0].base || offset < l.start.Load() {
 		return offset, l.resetLocked(offset)
 	}
 	if l.recoveryPoint > offset {
@@ -65,6 +65,10 @@ func (l *Log) TruncateTo(offset int64) (int64, error) {
 
 // cutSegment makes seg the active segment ending at pos / next. Under mu.
 func (l *Log) cutSegment(seg *segment, pos, next int64) error {
+	// Readers that located a batch in this segment read outside mu: let
+	// them finish before the bytes under them change. New ones cannot
+	// start while mu is held.
+	seg.refs.Wait()
 	if err := seg.unseal(); err != nil {
 		return fmt.Errorf("log: truncate %s: %w", seg.logPath, err)
 	}
@@ -127,37 +131,37 @@ func (l *Log) resetLocked(offset int64) error {
 	if err := l.writeCheckpointLocked(); err != nil {
 		return err
 	}
+	// Readers keep a non-empty list throughout: the segments go newest
+	// first (a crash leaves a prefix of the old log), and the oldest is
+	// either emptied in place (when it has the new base) or replaced by the
+	// new segment in one step.
 	l.mu.Lock()
-	old := l.segs
-	l.segs = nil
-	l.mu.Unlock()
-	var replaced *segment
-	for _, s := range old {
-		if s.base == offset {
-			replaced = s // same file name: delete before creating
+	defer l.mu.Unlock()
+	for len(l.segs) > 1 {
+		s := l.segs[len(l.segs)-1]
+		if err := s.delete(l.fs); err != nil {
+			l.werr = fmt.Errorf("log: reset: delete %s: %w", s.logPath, err)
+			return l.werr
 		}
+		l.segs = l.segs[:len(l.segs)-1]
 	}
-	if replaced != nil {
-		if err := l.deleteSegments([]*segment{replaced}); err != nil {
+	oldest := l.segs[0]
+	if oldest.base == offset {
+		if err := l.cutSegment(oldest, 0, offset); err != nil {
+			l.werr = err
 			return err
 		}
-	}
-	seg, err := openSegmentFiles(l.fs, l.dir, l.indexDir, offset, l.cfg, true, true)
-	if err != nil {
-		l.werr = err
-		return err
-	}
-	l.mu.Lock()
-	l.segs = []*segment{seg}
-	l.mu.Unlock()
-	rest := old[:0]
-	for _, s := range old {
-		if s != replaced {
-			rest = append(rest, s)
+	} else {
+		seg, err := openSegmentFiles(l.fs, l.dir, l.indexDir, offset, l.cfg, true, true)
+		if err != nil {
+			l.werr = err
+			return err
 		}
-	}
-	if err := l.deleteSegments(rest); err != nil {
-		return err
+		l.segs[0] = seg
+		if err := oldest.delete(l.fs); err != nil {
+			l.werr = fmt.Errorf("log: reset: delete %s: %w", oldest.logPath, err)
+			return l.werr
+		}
 	}
 	if err := l.fs.SyncDir(l.dir); err != nil {
 		l.werr = err

@@ -192,13 +192,13 @@ func InspectSegment(logPath, indexDir string, fn func(BatchInfo)) (SegmentCheck,
 	var oi offsetEntries
 	var ti timeEntries
 	var notes []string
-	if x, err := index.OpenOffsetIndex(filepath.Join(indexDir, segmentName(base, indexSuffix)), base, 0, false); err == nil {
+	if x, err := index.OpenOffsetIndexReadOnly(filepath.Join(indexDir, segmentName(base, indexSuffix)), base); err == nil {
 		defer x.Close()
 		oi = x
 	} else {
 		notes = append(notes, fmt.Sprintf("offset index: %v", err))
 	}
-	if x, err := index.OpenTimeIndex(filepath.Join(indexDir, segmentName(base, timeIndexSuffix)), base, 0, false); err == nil {
+	if x, err := index.OpenTimeIndexReadOnly(filepath.Join(indexDir, segmentName(base, timeIndexSuffix)), base); err == nil {
 		defer x.Close()
 		ti = x
 	} else {

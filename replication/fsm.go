@@ -1,7 +1,6 @@
 package replication
 
 import (
-
 	"fmt"
 	"io"
 	"sync"
@@ -225,5 +224,3 @@ func (f *fsm) replay(r io.Reader, h snapHeader) error {
 	}
 	return f.log.Flush()
 }
-
-

@@ -24,15 +24,15 @@ import (
 const testGroup = "t-0"
 
 type tnode struct {
-	name string
-	addr string
-	fs   *vfs.MemFS
-	idx  string
-	boot string
+	name  string
+	addr  string
+	fs    *vfs.MemFS
+	idx   string
+	boot  string
 	boots int
-	mux  *Mux
-	rep  *Replica
-	up   bool
+	mux   *Mux
+	rep   *Replica
+	up    bool
 }
 
 type tgroup struct {

@@ -195,11 +195,20 @@ const maxIovecs = 1024
 // WriteVecAt writes bufs back to back at off: with pwritev on OS files (one
 // system call for many batches), with WriteAt per buffer elsewhere.
 func WriteVecAt(f File, bufs [][]byte, off int64) error {
-	if len(bufs) == 1 {
+	switch len(bufs) {
+	case 0:
+		return nil
+	case 1:
 		_, err := f.WriteAt(bufs[0], off)
 		return err
 	}
 	if of, ok := OSFile(f); ok {
+		for i, b := range bufs {
+			if len(b) == 0 { // pwritev would report a short write
+				rest := append(append([][]byte(nil), bufs[:i]...), bufs[i+1:]...)
+				return WriteVecAt(f, rest, off)
+			}
+		}
 		return pwritev(of, bufs, off)
 	}
 	for _, b := range bufs {

@@ -1,0 +1,35 @@
+package replication
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+func names(nds []*tnode) []string {
+	var out []string
+	for _, nd := range nds {
+		out = append(out, nd.addr)
+	}
+	return out
+}
+
+func others(all, some []*tnode) []*tnode {
+	var out []*tnode
+	for _, nd := range all {
+		in := false
+		for _, s := range some {
+			in = in || s == nd
+		}
+		if !in {
+			out = append(out, nd)
+		}
+	}
+	return out
+}
+
+func shortCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	t.Cleanup(cancel)
+	return ctx
+}
