@@ -296,3 +296,51 @@ func (l *Log) WalkBatches(offset int64, fn func(hdr Batch) bool) error {
 		}
 	}
 }
+
+// BytesBetween is the size of the whole batches from the one holding from
+// to the last one ending at or before to: what Read would return for that
+// range across all its segments, without reading it.
+func (l *Log) BytesBetween(from, to int64) (int64, error) {
+	if to <= from {
+		return 0, nil
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if from < l.segs[0].base || to > l.segs[len(l.segs)-1].next.Load() {
+		return 0, fmt.Errorf("%w: [%d, %d) not on disk", ErrOffsetOutOfRange, from, to)
+	}
+	// position of the batch holding off in seg, or seg's size past its end.
+	pos := func(seg *segment, off int64) (int64, error) {
+		if off >= seg.next.Load() {
+			return seg.size.Load(), nil
+		}
+		p, _, ok, err := l.locate(seg, off, seg.size.Load())
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			return seg.size.Load(), nil
+		}
+		return p, nil
+	}
+	var n int64
+	for i := l.floorIndex(from); i < len(l.segs) && l.segs[i].base < to; i++ {
+		seg := l.segs[i]
+		lo, hi := int64(0), seg.size.Load()
+		var err error
+		if from > seg.base {
+			if lo, err = pos(seg, from); err != nil {
+				return 0, err
+			}
+		}
+		if to < seg.next.Load() {
+			// The batch holding to-1 ends the range when it ends at to;
+			// one that crosses to is left out, as Read does.
+			if hi, err = pos(seg, to); err != nil {
+				return 0, err
+			}
+		}
+		n += hi - lo
+	}
+	return n, nil
+}

@@ -296,13 +296,16 @@ func (m *Mux) Close() error {
 	m.closed = true
 	sessions := m.sessions
 	m.sessions = map[raft.ServerAddress]*yamux.Session{}
-	conns := m.conns
+	conns := make([]net.Conn, 0, len(m.conns))
+	for c := range m.conns {
+		conns = append(conns, c)
+	}
 	m.mu.Unlock()
 	err := m.ln.Close()
 	for _, s := range sessions {
 		s.Close()
 	}
-	for c := range conns {
+	for _, c := range conns {
 		c.Close()
 	}
 	m.wg.Wait()

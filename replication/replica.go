@@ -455,3 +455,8 @@ func (r *Replica) Kill() {
 		r.log.Abort()
 	})
 }
+
+// ApplyRetention deletes what retention.ms and retention.bytes allow of
+// the log's sealed segments (never an entry Raft still holds: the log is
+// pinned at Raft's first entry) and returns how many segments went.
+func (r *Replica) ApplyRetention() (int, error) { return r.log.ApplyRetention() }

@@ -2,6 +2,10 @@ package replication
 
 import (
 	"testing"
+	"time"
+
+	"github.com/raftlog/raftlog/log"
+	"github.com/raftlog/raftlog/log/vfs"
 )
 
 func TestReplicatedAppendThreeAndFive(t *testing.T) {
@@ -74,5 +78,111 @@ func TestPartitionMinorityAndMajority(t *testing.T) {
 	g.net.Partition(names(side), names(others(g.nodes, side)))
 	g.produceTo(a, 30, 10)
 	g.net.Heal()
+	g.checkConverged(a)
+}
+
+// TestWipedReplicaRejoins: a replica whose disk was wiped comes back under
+// a new Raft server id (its vote record is gone), is swapped in for its old
+// identity by the leader, and catches up.
+func TestWipedReplicaRejoins(t *testing.T) {
+	g := newTestGroup(t, 3)
+	a := acked{}
+	ld := g.leader()
+	g.produce(ld, a, 0, 30)
+	victim := others(g.nodes, []*tnode{ld})[0]
+	oldID := victim.rep.ServerID()
+	g.kill(victim)
+	victim.fs = vfs.NewMem()
+	victim.idx = t.TempDir()
+	g.start(victim)
+	if victim.rep.ServerID() == oldID {
+		t.Fatal("a wiped replica kept its server id")
+	}
+	if victim.rep.Gated() {
+		t.Fatal("a wiped (new) replica has nothing to lose and must not be gated")
+	}
+	ld = g.leader()
+	if err := ld.rep.RemoveServer(oldID); err != nil {
+		t.Fatal(err)
+	}
+	if err := ld.rep.AddNonvoter(victim.rep.ServerID(), victim.rep.Address()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new replica to catch up", 20*time.Second, func() bool {
+		return victim.rep.Log().EndOffset() == ld.rep.Log().EndOffset()
+	})
+	if err := ld.rep.AddVoter(victim.rep.ServerID(), victim.rep.Address()); err != nil {
+		t.Fatal(err)
+	}
+	g.produce(ld, a, 30, 10)
+	g.checkConverged(a)
+}
+
+// TestCatchUpBySnapshotBehindRetention: a replica down while the leader's
+// retention deleted the segments it needs (and Raft compacted its log)
+// catches up through a snapshot that carries the retained data.
+func TestCatchUpBySnapshotBehindRetention(t *testing.T) {
+	g := newTestGroup(t, 3, func(g *tgroup) {
+		g.raftCfg.TrailingLogs = 10
+		g.logCfg = log.Config{SegmentBytes: 2048, SegmentIndexBytes: 4096, RetentionBytes: 8192}
+	})
+	a := acked{}
+	ld := g.leader()
+	g.produce(ld, a, 0, 10)
+	lag := others(g.nodes, []*tnode{ld})[0]
+	g.checkConverged(a)
+	g.kill(lag)
+	g.produce(ld, acked{}, 10, 200)
+	if err := ld.rep.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ld.rep.ApplyRetention(); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := ld.rep.store.FirstIndex()
+	if first < 50 {
+		t.Fatalf("raft log not compacted: first index %d", first)
+	}
+	if ld.rep.Log().StartOffset() == 0 {
+		t.Fatal("retention deleted nothing")
+	}
+	g.start(lag)
+	waitFor(t, "the lagging replica to catch up", 30*time.Second, func() bool {
+		return lag.rep.Log().EndOffset() == ld.rep.Log().EndOffset()
+	})
+	if lag.rep.Log().StartOffset() != ld.rep.Log().StartOffset() {
+		t.Fatalf("after the snapshot the replica starts at %d, the leader at %d", lag.rep.Log().StartOffset(), ld.rep.Log().StartOffset())
+	}
+	g.produce(g.leader(), acked{}, 300, 5)
+	g.checkConverged(acked{})
+}
+
+// TestCleanRestartOfWholeGroup: after a clean shutdown of every replica, no
+// data or term is lost, no replica is gated, and the logs reopen without a
+// scan or an index rebuild.
+func TestCleanRestartOfWholeGroup(t *testing.T) {
+	g := newTestGroup(t, 3)
+	a := acked{}
+	g.produce(g.leader(), a, 0, 40)
+	g.checkConverged(a)
+	terms := map[string]uint64{}
+	for _, nd := range g.nodes {
+		terms[nd.name] = nd.rep.Term()
+		g.stop(nd)
+	}
+	for _, nd := range g.nodes {
+		g.start(nd)
+		rec := nd.rep.Log().Recovery()
+		if !rec.Clean || rec.ScannedSegments != 0 || rec.RebuiltIndexes != 0 {
+			t.Fatalf("%s: reopen after a clean shutdown did recovery work: %+v", nd.name, rec)
+		}
+		if nd.rep.Term() < terms[nd.name] {
+			t.Fatalf("%s lost its term", nd.name)
+		}
+		if nd.rep.Gated() {
+			t.Fatalf("%s gated after a clean shutdown", nd.name)
+		}
+	}
+	g.produce(g.leader(), a, 40, 5)
 	g.checkConverged(a)
 }

@@ -225,8 +225,13 @@ func (s *snapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, erro
 		start = ls // retention moved on; what is retained is what is sent
 	}
 	h.start = start
-	rm.Size = snapHeaderSize
-	return &rm, &snapReader{id: id, header: h.encode(), data: &logReader{log: s.log, next: start, end: m.End}}, nil
+	// Raft sends exactly Size bytes: the stream's length must be known.
+	n, err := s.log.BytesBetween(start, m.End)
+	if err != nil {
+		return nil, nil, fmt.Errorf("replication: snapshot %s: %w", id, err)
+	}
+	rm.Size = snapHeaderSize + n
+	return &rm, &snapReader{id: id, header: h.encode(), data: &logReader{log: s.log, next: start, end: m.End, left: n}}, nil
 }
 
 // snapSink receives a snapshot: from Persist (the header only) or from a
@@ -380,6 +385,7 @@ func (r *fileReader) Close() error { return r.f.Close() }
 type logReader struct {
 	log       *log.Log
 	next, end int64
+	left      int64 // bytes the stream promised
 	buf       []byte
 }
 
@@ -387,7 +393,10 @@ const snapChunk = 1 << 20
 
 func (r *logReader) Read(p []byte) (int, error) {
 	for len(r.buf) == 0 {
-		if r.next >= r.end {
+		if r.next >= r.end || r.left <= 0 {
+			if r.left != 0 {
+				return 0, fmt.Errorf("replication: snapshot stream ended %d bytes short", r.left)
+			}
 			return 0, io.EOF
 		}
 		b, err := r.log.Read(r.next, snapChunk, r.end)
@@ -400,6 +409,10 @@ func (r *logReader) Read(p []byte) (int, error) {
 		var last log.Batch
 		log.Batches(b, func(x log.Batch) bool { last = x; return true })
 		r.next = last.NextOffset()
+		if int64(len(b)) > r.left {
+			return 0, fmt.Errorf("replication: snapshot stream changed under it (retention or truncation)")
+		}
+		r.left -= int64(len(b))
 		r.buf = b
 	}
 	n := copy(p, r.buf)

@@ -198,6 +198,7 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 		return fmt.Errorf("replication: store entry %d, expected %d", logs[0].Index, want)
 	}
 	s.bufs = s.bufs[:0]
+	durable := false
 	for i, l := range logs {
 		if i > 0 && l.Index != logs[i-1].Index+1 {
 			return fmt.Errorf("replication: entries %d and %d not contiguous", logs[i-1].Index, l.Index)
@@ -215,6 +216,10 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 			log.Batch(b).SetLeaderEpoch(int32(l.Term))
 		} else {
 			b = encodeControl(l)
+			// Membership must survive a power loss: without its
+			// configuration a replica cannot even take part in the
+			// recovery of the group. It changes rarely, so it is fsynced.
+			durable = durable || l.Type == raft.LogConfiguration
 		}
 		s.bufs = append(s.bufs, b)
 	}
@@ -235,6 +240,9 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 		s.ents = append(s.ents, entryPos{offset: log.Batch(b).BaseOffset(), next: log.Batch(b).NextOffset()})
 	}
 	s.bufs = s.bufs[:0]
+	if durable {
+		return s.log.Flush()
+	}
 	return nil
 }
 
