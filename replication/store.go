@@ -42,7 +42,12 @@ type logStore struct {
 	// (0: any).
 	next uint64
 	bufs [][]byte
+	// cache holds the entries stored last, by index modulo its size: the
+	// leader's replication reads them back for every follower.
+	cache [entryCacheSize]*raft.Log
 }
+
+const entryCacheSize = 128
 
 type entryPos struct {
 	offset, next int64
@@ -157,6 +162,11 @@ func (s *logStore) GetLog(index uint64, out *raft.Log) error {
 		return raft.ErrLogNotFound
 	}
 	pos := s.ents[index-s.first]
+	if c := s.cache[index%entryCacheSize]; c != nil && c.Index == index {
+		*out = *c
+		s.mu.RUnlock()
+		return nil
+	}
 	s.mu.RUnlock()
 	b, err := s.log.ReadBatch(pos.offset)
 	if err != nil {
@@ -236,8 +246,9 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	if _, err := s.log.AppendVec(s.bufs, -1); err != nil {
 		return fmt.Errorf("replication: store entries %d-%d: %w", logs[0].Index, logs[len(logs)-1].Index, err)
 	}
-	for _, b := range s.bufs {
+	for i, b := range s.bufs {
 		s.ents = append(s.ents, entryPos{offset: log.Batch(b).BaseOffset(), next: log.Batch(b).NextOffset()})
+		s.cache[logs[i].Index%entryCacheSize] = logs[i]
 	}
 	s.bufs = s.bufs[:0]
 	if durable {
@@ -256,6 +267,7 @@ func (s *logStore) DeleteRange(min, max uint64) error {
 	if len(s.ents) == 0 {
 		return nil
 	}
+	s.cache = [entryCacheSize]*raft.Log{}
 	last := s.first + uint64(len(s.ents)) - 1
 	if min < s.first {
 		min = s.first
@@ -324,6 +336,7 @@ func (s *logStore) reset(index uint64) error {
 		return err
 	}
 	s.ents = s.ents[:0]
+	s.cache = [entryCacheSize]*raft.Log{}
 	s.next = index + 1
 	return s.writeAnchor(anchor{index: index + 1, offset: s.log.EndOffset()})
 }

@@ -1,0 +1,208 @@
+package replication
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/raftlog/raftlog/log"
+	"github.com/raftlog/raftlog/log/vfs"
+)
+
+func openTestStore(t *testing.T, fs *vfs.MemFS, idx string) (*log.Log, *logStore) {
+	t.Helper()
+	l, err := log.Open("/r/log", log.WithFS(fs), log.WithIndexDir(idx), log.WithConfig(log.Config{SegmentBytes: 1024, SegmentIndexBytes: 4096}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := openLogStore(l, fs, "/r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, s
+}
+
+func raftEntries(from, n int, term uint64) []*raft.Log {
+	var out []*raft.Log
+	for i := 0; i < n; i++ {
+		idx := uint64(from + i)
+		switch i % 4 {
+		case 1:
+			out = append(out, &raft.Log{Index: idx, Term: term, Type: raft.LogNoop, AppendedAt: time.Unix(100, int64(i))})
+		case 3:
+			out = append(out, &raft.Log{Index: idx, Term: term, Type: raft.LogConfiguration, Data: []byte("cfg"), Extensions: []byte("x"), AppendedAt: time.Unix(200, 0)})
+		default:
+			out = append(out, &raft.Log{Index: idx, Term: term, Type: raft.LogCommand, Data: testBatch(i, 30)})
+		}
+	}
+	return out
+}
+
+func TestLogStoreRoundTripAndReopen(t *testing.T) {
+	fs, idx := vfs.NewMem(), t.TempDir()
+	l, s := openTestStore(t, fs, idx)
+	var e raft.Log
+	if err := s.GetLog(1, &e); err != raft.ErrLogNotFound {
+		t.Fatalf("empty store: %v (must be raft.ErrLogNotFound itself)", err)
+	}
+	ents := raftEntries(1, 40, 3)
+	if err := s.StoreLogs(ents[:25]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StoreLogs(ents[25:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StoreLogs(raftEntries(50, 1, 3)); err == nil {
+		t.Fatal("a gap was accepted")
+	}
+	check := func(s *logStore) {
+		t.Helper()
+		first, _ := s.FirstIndex()
+		last, _ := s.LastIndex()
+		if first != 1 || last != 40 {
+			t.Fatalf("first %d last %d", first, last)
+		}
+		prevNext := int64(0)
+		for _, want := range ents {
+			var got raft.Log
+			if err := s.GetLog(want.Index, &got); err != nil {
+				t.Fatalf("get %d: %v", want.Index, err)
+			}
+			if got.Index != want.Index || got.Term != want.Term || got.Type != want.Type || !bytes.Equal(got.Data, want.Data) ||
+				!bytes.Equal(got.Extensions, want.Extensions) || (want.Type != raft.LogCommand && !got.AppendedAt.Equal(want.AppendedAt)) {
+				t.Fatalf("entry %d: got %+v want %+v", want.Index, got, want)
+			}
+			pos, _ := s.entryAt(want.Index)
+			if pos.offset != prevNext {
+				t.Fatalf("entry %d at offset %d, previous ended at %d", want.Index, pos.offset, prevNext)
+			}
+			prevNext = pos.next
+		}
+		if err := s.GetLog(41, &e); err != raft.ErrLogNotFound {
+			t.Fatalf("past the end: %v", err)
+		}
+	}
+	check(s)
+	// Kafka consumers see Raft's own entries as control batches.
+	p, _ := l.Read(0, 1<<20, l.EndOffset())
+	controls := 0
+	log.Batches(p, func(b log.Batch) bool {
+		if b.IsControl() {
+			controls++
+		}
+		return true
+	})
+	if controls == 0 {
+		t.Fatal("no control batches in the log")
+	}
+	l.Close()
+	l, s = openTestStore(t, fs, idx)
+	check(s)
+	// A conflicting suffix goes; a new one takes its offsets.
+	pos, _ := s.entryAt(30)
+	if err := s.DeleteRange(30, 40); err != nil {
+		t.Fatal(err)
+	}
+	if l.EndOffset() != pos.offset {
+		t.Fatalf("log ends at %d after the suffix cut, entry 30 was at %d", l.EndOffset(), pos.offset)
+	}
+	if err := s.StoreLogs(raftEntries(30, 5, 4)); err != nil {
+		t.Fatal(err)
+	}
+	// A prefix goes from Raft's view; the Kafka data stays.
+	if err := s.DeleteRange(1, 10); err != nil {
+		t.Fatal(err)
+	}
+	if first, _ := s.FirstIndex(); first != 11 {
+		t.Fatalf("first %d", first)
+	}
+	if err := s.GetLog(5, &e); err != raft.ErrLogNotFound {
+		t.Fatalf("compacted entry: %v", err)
+	}
+	if l.StartOffset() != 0 {
+		t.Fatal("raft compaction deleted Kafka data")
+	}
+	l.Close()
+	l, s = openTestStore(t, fs, idx)
+	defer l.Close()
+	first, _ := s.FirstIndex()
+	last, _ := s.LastIndex()
+	if first != 11 || last != 34 {
+		t.Fatalf("after reopen: first %d last %d", first, last)
+	}
+	if err := s.GetLog(34, &e); err != nil || e.Term != 4 {
+		t.Fatalf("entry 34: %v term %d", err, e.Term)
+	}
+	// Everything goes after a snapshot install; the next entry follows it.
+	if err := s.DeleteRange(11, 34); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StoreLogs(raftEntries(36, 1, 5)); err == nil {
+		t.Fatal("entry 36 accepted when 35 must come next")
+	}
+	if err := s.StoreLogs(raftEntries(35, 2, 5)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStableStore(t *testing.T) {
+	fs := vfs.NewMem()
+	fs.MkdirAll("/s")
+	fs.SyncDir("/")
+	s, err := openStableStore(fs, "/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get([]byte("x")); err == nil || err.Error() != "not found" {
+		t.Fatalf("missing key: %v (raft compares the text)", err)
+	}
+	if v, err := s.GetUint64([]byte("CurrentTerm")); err != nil || v != 0 {
+		t.Fatalf("missing uint64: %d %v", v, err)
+	}
+	s.SetUint64([]byte("CurrentTerm"), 7)
+	s.Set([]byte("LastVoteCand"), []byte("n1"))
+	// Every Set is durable: a crash right after keeps it.
+	crashed := fs.CrashClone(vfs.CrashOptions{})
+	s2, err := openStableStore(crashed, "/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := s2.GetUint64([]byte("CurrentTerm")); v != 7 {
+		t.Fatalf("term %d after crash", v)
+	}
+	if v, _ := s2.Get([]byte("LastVoteCand")); !reflect.DeepEqual(v, []byte("n1")) {
+		t.Fatalf("vote %q after crash", v)
+	}
+	// A damaged file is an error, not a silent reset of the term.
+	f, _ := crashed.OpenRW("/s/" + stableName)
+	f.WriteAt([]byte{0xff}, 10)
+	f.Close()
+	if _, err := openStableStore(crashed, "/s"); err == nil {
+		t.Fatal("corrupt stable store accepted")
+	}
+}
+
+func TestControlBatchesAreKafkaControlBatches(t *testing.T) {
+	e := &raft.Log{Index: 9, Term: 4, Type: raft.LogConfiguration, Data: []byte("d"), AppendedAt: time.Unix(5, 6)}
+	b := log.Batch(encodeControl(e))
+	if _, err := log.ValidateBatch(b, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !b.IsControl() || b.LeaderEpoch() != 4 || b.ProducerID() != -1 {
+		t.Fatalf("attributes %x epoch %d pid %d", b.Attributes(), b.LeaderEpoch(), b.ProducerID())
+	}
+	var got raft.Log
+	if err := decodeControl(b, &got); err != nil || got.Type != e.Type || !bytes.Equal(got.Data, e.Data) || !got.AppendedAt.Equal(e.AppendedAt) {
+		t.Fatalf("decode: %v %+v", err, got)
+	}
+	m := marker{server: "n1-abc", nonce: 42}
+	mb := log.Batch(encodeMarker(m, time.Unix(1, 0)))
+	if got, ok := decodeMarker(mb); !ok || got != m {
+		t.Fatalf("marker %+v %v", got, ok)
+	}
+	if _, ok := decodeMarker(b); ok {
+		t.Fatal("a configuration entry decoded as a marker")
+	}
+}
