@@ -38,7 +38,14 @@ const (
 // entryRejoin marks a raftlog command entry that is a rejoin marker (see
 // guard.go). It is stored with raft.LogCommand's value space shifted out of
 // the way: raft never sees this type, it is only inside Data.
-const entryRejoin = 0xF0
+const (
+	entryRejoin        = 0xF0
+	entryDeleteRecords = 0xF1 // DeleteRecords: Data is the new log start, int64
+)
+
+// isCommandControl reports whether a control type is one of raftlog's own
+// commands (replicated through Raft as LogCommand entries).
+func isCommandControl(t raft.LogType) bool { return t == entryRejoin || t == entryDeleteRecords }
 
 var errNotControl = errors.New("not a raftlog control batch")
 

@@ -30,6 +30,7 @@ type ctlResponse struct {
 	Err       string `json:"err,omitempty"`
 	Server    string `json:"server,omitempty"`
 	Gated     bool   `json:"gated"`
+	Recovered bool   `json:"recovered"` // released as the most complete log of an all-gated group`
 	HasLeader bool   `json:"has_leader"`
 	LastIndex uint64 `json:"last_index"`
 	LastTerm  uint64 `json:"last_term"`
@@ -114,7 +115,7 @@ func (r *Replica) status() ctlResponse {
 		last, term = metas[0].Index, metas[0].Term
 	}
 	_, lid := r.raft.LeaderWithID()
-	return ctlResponse{Server: string(r.serverID), Gated: r.Gated(), HasLeader: lid != "", LastIndex: last, LastTerm: term, EndOffset: r.log.EndOffset()}
+	return ctlResponse{Server: string(r.serverID), Gated: r.Gated(), Recovered: r.recovered.Load(), HasLeader: lid != "", LastIndex: last, LastTerm: term, EndOffset: r.log.EndOffset()}
 }
 
 // callCtl sends one request to the replica of this group at addr.
@@ -165,6 +166,9 @@ func (r *Replica) setGated(on bool, why string) {
 	}
 	r.guard.allowed.Store(nil)
 	if was {
+		if err := r.stable.SetUint64([]byte(keyGated), 0); err != nil {
+			r.logger.Error("vote guard: record release", "error", err)
+		}
 		r.logger.Info("vote guard: released", "reason", why, "gated_for", time.Since(r.gateSince))
 	}
 }
@@ -244,7 +248,7 @@ func (r *Replica) checkAllGated() {
 		} else if st, err = r.callCtl(s.Address, ctlRequest{Op: "status"}); err != nil {
 			return // not all reachable: wait (or an operator decides)
 		}
-		if !st.Gated || st.HasLeader {
+		if !(st.Gated || st.Recovered) || st.HasLeader {
 			return
 		}
 		sts = append(sts, st)
@@ -270,6 +274,7 @@ func (r *Replica) checkAllGated() {
 	if best.Server == string(r.serverID) {
 		r.logger.Error("vote guard: every voter lost power; electing the most complete log. Writes acknowledged past it may be lost",
 			"last_index", best.LastIndex, "last_term", best.LastTerm, "log_end", best.EndOffset, "largest_log_end_seen", maxEnd)
+		r.recovered.Store(true)
 		r.setGated(false, "every voter gated: this replica holds the most complete log")
 		return
 	}

@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"sync"
@@ -19,6 +20,7 @@ type fsm struct {
 	log   *log.Log
 	// onMarker is called with each applied rejoin marker's payload.
 	onMarker func(m marker)
+	onError  func(error)
 
 	mu      sync.Mutex
 	hw      int64         // high watermark: offsets below it are committed
@@ -40,6 +42,13 @@ func (f *fsm) HighWatermark() int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.hw
+}
+
+// appliedIndex is the last applied Raft index (0 before any).
+func (f *fsm) appliedIndex() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.applied
 }
 
 // waitChan is closed when the high watermark next moves.
@@ -82,9 +91,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 		}
 		out[i] = AppliedEntry{BaseOffset: pos.offset, NextOffset: pos.next}
 		if b := log.Batch(l.Data); len(b) >= log.BatchHeaderSize && b.IsControl() {
-			if m, ok := decodeMarker(b); ok && f.onMarker != nil {
-				f.onMarker(m)
-			}
+			f.applyCommand(b)
 		}
 	}
 	if last > 0 {
@@ -163,8 +170,10 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	close(f.changed)
 	f.changed = make(chan struct{})
 	f.mu.Unlock()
-	if sr, ok := rc.(*snapReader); ok && f.snaps != nil {
-		_ = f.snaps.dropData(sr.id)
+	// Raft hands Restore a wrapped reader: drop the data of every
+	// received snapshot, all of it is in the log now.
+	if f.snaps != nil {
+		f.snaps.dropAllData()
 	}
 	return nil
 }
@@ -223,4 +232,28 @@ func (f *fsm) replay(r io.Reader, h snapHeader) error {
 		return err
 	}
 	return f.log.Flush()
+}
+
+// applyCommand applies one of raftlog's own command entries.
+func (f *fsm) applyCommand(b log.Batch) {
+	var e raft.Log
+	if err := decodeControl(b, &e); err != nil {
+		return
+	}
+	switch e.Type {
+	case entryRejoin:
+		if m, ok := decodeMarker(b); ok && f.onMarker != nil {
+			f.onMarker(m)
+		}
+	case entryDeleteRecords:
+		if len(e.Data) == 8 {
+			off := int64(binary.BigEndian.Uint64(e.Data))
+			if end := f.log.EndOffset(); off > end {
+				off = end
+			}
+			if err := f.log.AdvanceStart(off); err != nil && f.onError != nil {
+				f.onError(fmt.Errorf("replication: delete records to %d: %w", off, err))
+			}
+		}
+	}
 }

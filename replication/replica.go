@@ -8,6 +8,7 @@ package replication
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -30,6 +32,11 @@ type Config struct {
 	// NodeID is the node's identity; the Raft server id is derived from it
 	// and the replica's incarnation (a wiped disk gets a new one).
 	NodeID string
+	// ServerID, when set, is the Raft server id a new replica takes (the
+	// cluster derives it from the node id and the node's incarnation, so
+	// peers can name it before it exists). A replica that already has one
+	// keeps it.
+	ServerID raft.ServerID
 	// Dir holds the replica: log/ (the partition log), raft.stable,
 	// raft.anchor, snapshots/.
 	Dir string
@@ -127,6 +134,7 @@ type Replica struct {
 	ctl      *ctlServer
 
 	nonce     uint64
+	recovered atomic.Bool
 	gateMu    sync.Mutex
 	gateSince time.Time
 	gateWhy   string
@@ -139,6 +147,7 @@ type Replica struct {
 const (
 	keyServerID    = "raftlog.server_id"
 	keyBootID      = "raftlog.boot_id"
+	keyGated       = "raftlog.gated"
 	keyCurrentTerm = "CurrentTerm" // raft's own key
 	applyTimeout   = 10 * time.Second
 )
@@ -184,9 +193,12 @@ func Open(cfg Config) (*Replica, error) {
 	if id, err := r.stable.Get([]byte(keyServerID)); err == nil {
 		r.serverID = raft.ServerID(id)
 	} else {
-		var b [4]byte
-		rand.Read(b[:])
-		r.serverID = raft.ServerID(cfg.NodeID + "-" + hex.EncodeToString(b[:]))
+		r.serverID = cfg.ServerID
+		if r.serverID == "" {
+			var b [4]byte
+			rand.Read(b[:])
+			r.serverID = raft.ServerID(cfg.NodeID + "-" + hex.EncodeToString(b[:]))
+		}
 		if err := r.stable.Set([]byte(keyServerID), []byte(r.serverID)); err != nil {
 			return nil, err
 		}
@@ -213,14 +225,33 @@ func Open(cfg Config) (*Replica, error) {
 		return fail(err)
 	}
 	hw := r.log.StartOffset()
-	if metas, err := r.snaps.list(); err == nil && len(metas) > 0 && metas[0].End > hw {
+	metas, _ := r.snaps.list()
+	if len(metas) > 0 && metas[0].End > hw {
 		hw = metas[0].End
 	}
 	if end := r.log.EndOffset(); hw > end {
 		hw = end
 	}
 	r.fsm = newFSM(r.store, r.snaps, r.log, hw)
+	r.store.applied = r.fsm.appliedIndex
+	if len(metas) > 0 {
+		r.fsm.applied = metas[0].Index
+		// A snapshot received but not yet replayed when the replica
+		// stopped: Raft will not restore it again (it trusts the snapshot),
+		// so it is replayed here.
+		if metas[0].HasData {
+			_, rc, err := r.snaps.Open(metas[0].ID)
+			if err != nil {
+				return fail(err)
+			}
+			if err := r.fsm.Restore(rc); err != nil {
+				return fail(fmt.Errorf("replication: replay received snapshot %s: %w", metas[0].ID, err))
+			}
+			logger.Info("replayed a received snapshot", "id", metas[0].ID, "end", metas[0].End)
+		}
+	}
 	r.fsm.onMarker = r.onMarker
+	r.fsm.onError = func(err error) { r.logger.Error("apply failed", "error", err) }
 
 	// The vote guard's decision.
 	term, _ := r.stable.GetUint64([]byte(keyCurrentTerm))
@@ -228,7 +259,15 @@ func Open(cfg Config) (*Replica, error) {
 	hasState := term > 0 || last > 0
 	prevBoot, _ := r.stable.Get([]byte(keyBootID))
 	rec := r.log.Recovery()
-	gate := !cfg.DisableVoteGuard && hasState && !rec.Clean && string(prevBoot) != cfg.BootID
+	// A replica still gated when it stopped (whatever the stop) stays
+	// gated: its loss is not repaired until a rejoin marker says so.
+	stillGated, _ := r.stable.GetUint64([]byte(keyGated))
+	gate := !cfg.DisableVoteGuard && hasState && (stillGated == 1 || (!rec.Clean && string(prevBoot) != cfg.BootID))
+	if gate && stillGated != 1 {
+		if err := r.stable.SetUint64([]byte(keyGated), 1); err != nil {
+			return fail(err)
+		}
+	}
 	if err := r.stable.Set([]byte(keyBootID), []byte(cfg.BootID)); err != nil {
 		return fail(err)
 	}
@@ -460,3 +499,70 @@ func (r *Replica) Kill() {
 // the log's sealed segments (never an entry Raft still holds: the log is
 // pinned at Raft's first entry) and returns how many segments went.
 func (r *Replica) ApplyRetention() (int, error) { return r.log.ApplyRetention() }
+
+// DeleteRecords moves the log start of every replica up to offset (-1:
+// the high watermark), through Raft so it survives a leader change, and
+// returns the new log start. Kafka's DeleteRecords.
+func (r *Replica) DeleteRecords(ctx context.Context, offset int64) (int64, error) {
+	if r.raft.State() != raft.Leader {
+		return -1, r.notLeader()
+	}
+	hw := r.fsm.HighWatermark()
+	if offset < 0 {
+		offset = hw
+	}
+	if offset > hw {
+		return -1, fmt.Errorf("%w: %d past the high watermark %d", log.ErrOffsetOutOfRange, offset, hw)
+	}
+	if offset <= r.log.StartOffset() {
+		return r.log.StartOffset(), nil
+	}
+	data := binary.BigEndian.AppendUint64(nil, uint64(offset))
+	b := encodeControl(&raft.Log{Type: entryDeleteRecords, Data: data, AppendedAt: time.Now()})
+	timeout := applyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	if err := r.raft.Apply(b, timeout).Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			return -1, r.notLeader()
+		}
+		return -1, err
+	}
+	return r.log.StartOffset(), nil
+}
+
+// EndOffsetForEpoch answers OffsetForLeaderEpoch: the end offset of the
+// largest leader epoch at most epoch, and that epoch; (-1, -1) when the
+// log has nothing of such an epoch. Epochs are Raft terms; the scan walks
+// batch headers from the log start.
+func (r *Replica) EndOffsetForEpoch(epoch int32) (int64, int32, error) {
+	best := int32(-1)
+	end := int64(-1)
+	hw := r.fsm.HighWatermark()
+	err := r.log.WalkBatches(r.log.StartOffset(), func(h log.Batch) bool {
+		if h.BaseOffset() >= hw {
+			return false
+		}
+		e := h.LeaderEpoch()
+		if e > epoch {
+			if best >= 0 {
+				end = h.BaseOffset()
+			}
+			return false
+		}
+		best = e
+		end = h.NextOffset()
+		return true
+	})
+	if err != nil {
+		return -1, -1, err
+	}
+	if best < 0 {
+		return -1, -1, nil
+	}
+	if best == int32(r.Term()) || end > hw {
+		end = hw
+	}
+	return end, best, nil
+}

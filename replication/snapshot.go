@@ -347,6 +347,19 @@ func (s *snapshotStore) dropData(id string) error {
 	return s.fs.RemoveAll(s.dataPath(id))
 }
 
+// dropAllData makes every received snapshot metadata-only.
+func (s *snapshotStore) dropAllData() {
+	metas, err := s.list()
+	if err != nil {
+		return
+	}
+	for _, m := range metas {
+		if m.HasData {
+			_ = s.dropData(m.ID)
+		}
+	}
+}
+
 // snapReader is the stream of a snapshot: header, then batches.
 type snapReader struct {
 	id     string

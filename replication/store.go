@@ -45,6 +45,8 @@ type logStore struct {
 	// cache holds the entries stored last, by index modulo its size: the
 	// leader's replication reads them back for every follower.
 	cache [entryCacheSize]*raft.Log
+	// applied is the FSM's last applied index (set once the FSM exists).
+	applied func() uint64
 }
 
 const entryCacheSize = 128
@@ -176,7 +178,7 @@ func (s *logStore) GetLog(index uint64, out *raft.Log) error {
 	if b.IsControl() {
 		err := decodeControl(b, out)
 		switch {
-		case err == nil && out.Type == entryRejoin:
+		case err == nil && isCommandControl(out.Type):
 			out.Type, out.Data, out.AppendedAt, out.Extensions = raft.LogCommand, b, timeZero, nil
 			return nil
 		case err == nil:
@@ -278,12 +280,28 @@ func (s *logStore) DeleteRange(min, max uint64) error {
 	if min > max {
 		return nil
 	}
+	// Raft deletes a prefix only of entries it has applied (compaction
+	// after a snapshot: the Kafka data stays), and a suffix only of entries
+	// it has not committed (a conflict: the data goes). A range that is the
+	// whole store is one or the other by that rule.
+	compaction := s.applied != nil && max <= s.applied()
 	switch {
-	case min == s.first && max == last:
+	case min == s.first && max == last && compaction:
+		if err := s.log.Flush(); err != nil {
+			return err
+		}
 		s.next = last + 1
 		end := s.ents[len(s.ents)-1].next
 		s.ents = s.ents[:0]
 		return s.writeAnchor(anchor{index: s.next, offset: end})
+	case min == s.first && max == last:
+		cut := s.ents[0].offset
+		if _, err := s.log.TruncateTo(cut); err != nil {
+			return fmt.Errorf("replication: truncate to entry %d (offset %d): %w", min, cut, err)
+		}
+		s.next = min
+		s.ents = s.ents[:0]
+		return s.writeAnchor(anchor{index: min, offset: cut})
 	case min == s.first:
 		keep := s.ents[max-s.first+1:]
 		a := anchor{index: max + 1, offset: keep[0].offset}

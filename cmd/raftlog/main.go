@@ -12,7 +12,9 @@ import (
 const usage = `raftlog: a Kafka-compatible, Raft-replicated log.
 
 Usage:
-  raftlog dev                  start a local cluster (not yet: replication and the Kafka front end come first)
+  raftlog dev [--nodes 3] [--dir DIR] [--kafka-port 9092] [--exit]
+                               start a local cluster in this process and show it working
+  raftlog serve [flags]        run one node (flags and RAFTLOG_* variables: raftlog serve -h)
   raftlog log dump PATH...     list the batches of segment files or partition directories and verify their indexes
 `
 
@@ -27,9 +29,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "dev":
-		fmt.Fprintln(stdout, "raftlog dev: not yet. The storage engine is in place; the cluster (replication, Kafka front end) is being built.")
-		fmt.Fprintln(stdout, "Try: go run ./cmd/raftlog log dump <partition dir> on a log written by the tests.")
-		return 0
+		return runDev(args[1:], stdout, stderr)
+	case "serve":
+		return runServe(args[1:], stdout, stderr)
 	case "log":
 		if len(args) >= 2 && args[1] == "dump" {
 			return runLogDump(args[2:], stdout, stderr)

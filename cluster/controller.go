@@ -1,0 +1,451 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/raftlog/raftlog/replication"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// The controller's commands are appended by its leader. Any node takes an
+// admin request, checks it against its own copy of the metadata, and hands
+// the command to the leader over the cluster channel of the transport
+// (group "__cluster": one JSON request and one JSON response per stream).
+const clusterRPCGroup = "__cluster"
+
+type rpcRequest struct {
+	Op  string  `json:"op"`
+	Cmd command `json:"cmd"`
+}
+
+type rpcResponse struct {
+	Offset int64  `json:"offset"`
+	Err    string `json:"err,omitempty"`
+	Code   int16  `json:"code,omitempty"`
+}
+
+func (n *Node) serveRPC() {
+	defer n.wg.Done()
+	for {
+		c, err := n.rpcLayer.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(30 * time.Second))
+			var req rpcRequest
+			if err := json.NewDecoder(bufio.NewReader(c)).Decode(&req); err != nil {
+				return
+			}
+			var resp rpcResponse
+			switch req.Op {
+			case "append":
+				ctx, cancel := context.WithTimeout(n.ctx, 20*time.Second)
+				off, err := n.ctrl.Append(ctx, encodeCommand(req.Cmd), replication.AcksAll)
+				cancel()
+				resp.Offset = off
+				if err != nil {
+					resp.Err = err.Error()
+					var nl *replication.NotLeaderError
+					if errors.As(err, &nl) {
+						resp.Code = kerr.NotController.Code
+					}
+				}
+			default:
+				resp.Err = "unknown op " + req.Op
+			}
+			json.NewEncoder(c).Encode(resp)
+		}()
+	}
+}
+
+// controllerAppend commits a command through the controller leader and
+// waits until this node has applied it. It returns the command's offset.
+func (n *Node) controllerAppend(ctx context.Context, c command) (int64, error) {
+	var off int64
+	for attempt := 0; ; attempt++ {
+		var err error
+		if n.ctrl.IsLeader() {
+			off, err = n.ctrl.Append(ctx, encodeCommand(c), replication.AcksAll)
+		} else if id, addr := n.ctrl.Leader(); id == "" {
+			err = kerr.NotController
+		} else {
+			off, err = n.forward(ctx, addr, c)
+		}
+		if err == nil {
+			break
+		}
+		var nl *replication.NotLeaderError
+		if !errors.As(err, &nl) && !errors.Is(err, kerr.NotController) || attempt >= 50 {
+			return -1, err
+		}
+		select {
+		case <-ctx.Done():
+			return -1, kerr.RequestTimedOut
+		case <-time.After(100 * time.Millisecond): // the controller is electing: retry
+		}
+	}
+	for n.meta.Applied() <= off {
+		ch := n.meta.changes()
+		if n.meta.Applied() > off {
+			break
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return -1, kerr.RequestTimedOut
+		}
+	}
+	return off, nil
+}
+
+func (n *Node) forward(ctx context.Context, addr raft.ServerAddress, c command) (int64, error) {
+	conn, err := n.mux.Dial(clusterRPCGroup, addr, 5*time.Second)
+	if err != nil {
+		return -1, kerr.NotController
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	} else {
+		conn.SetDeadline(time.Now().Add(30 * time.Second))
+	}
+	if err := json.NewEncoder(conn).Encode(rpcRequest{Op: "append", Cmd: c}); err != nil {
+		return -1, kerr.NotController
+	}
+	var resp rpcResponse
+	if err := json.NewDecoder(bufio.NewReader(conn)).Decode(&resp); err != nil {
+		return -1, kerr.NotController
+	}
+	if resp.Err != "" {
+		if resp.Code == kerr.NotController.Code {
+			return -1, kerr.NotController
+		}
+		return -1, errors.New(resp.Err)
+	}
+	return resp.Offset, nil
+}
+
+// applyLoop applies the controller's committed commands to the metadata.
+func (n *Node) applyLoop() {
+	defer n.wg.Done()
+	for {
+		applied := n.meta.Applied()
+		hw := n.ctrl.WaitHighWatermark(n.ctx, applied)
+		select {
+		case <-n.stop:
+			return
+		default:
+		}
+		if hw <= applied {
+			continue
+		}
+		if applied < n.ctrl.Log().StartOffset() {
+			applied = n.ctrl.Log().StartOffset()
+		}
+		p, err := n.ctrl.Read(applied, 1<<20)
+		if err != nil {
+			n.logger.Error("read metadata", "offset", applied, "error", err)
+			select {
+			case <-n.stop:
+				return
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		if len(p) == 0 {
+			continue
+		}
+		if err := n.meta.apply(p); err != nil {
+			n.logger.Error("apply metadata", "error", err)
+		}
+		n.kickReconcile()
+	}
+}
+
+var topicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+
+// CreateTopic creates a topic, spreading its replicas over the live
+// brokers (rack-aware when racks are set) and its preferred leaders too.
+func (n *Node) CreateTopic(ctx context.Context, name string, partitions int32, replicas int16, configs map[string]string, validateOnly bool) error {
+	if !topicName.MatchString(name) || name == "." || name == ".." || name == controllerGroup || name == clusterRPCGroup {
+		return kerr.InvalidTopicException
+	}
+	if _, ok := n.meta.Topic(name); ok {
+		return kerr.TopicAlreadyExists
+	}
+	if partitions == -1 {
+		partitions = n.cfg.DefaultPartitions
+	}
+	brokers := n.Brokers()
+	if replicas == -1 {
+		replicas = n.cfg.DefaultReplication
+		if replicas <= 0 {
+			replicas = int16(min(3, len(brokers)))
+		}
+	}
+	if partitions <= 0 || partitions > 100000 {
+		return kerr.InvalidPartitions
+	}
+	if replicas <= 0 || int(replicas) > len(brokers) {
+		return kerr.InvalidReplicationFactor
+	}
+	if err := validateConfigs(configs); err != nil {
+		return err
+	}
+	if validateOnly {
+		return nil
+	}
+	assign := assignReplicas(brokers, 0, int(partitions), int(replicas))
+	_, err := n.controllerAppend(ctx, command{Op: "create_topic", Topic: name, TopicID: newTopicID(), Assignment: assign, Configs: configs})
+	return err
+}
+
+// assignReplicas places count partitions of rf replicas starting at
+// partition index from: round robin over brokers ordered by rack then id,
+// each partition starting one broker further, so replicas and preferred
+// leaders are spread (and racks alternate when there are several).
+func assignReplicas(brokers []BrokerInfo, from, count, rf int) [][]int32 {
+	bs := append([]BrokerInfo(nil), brokers...)
+	sort.Slice(bs, func(i, j int) bool { return bs[i].NodeID < bs[j].NodeID })
+	// Interleave racks: r0n0, r1n0, r0n1, r1n1...
+	byRack := map[string][]BrokerInfo{}
+	var racks []string
+	for _, b := range bs {
+		if _, ok := byRack[b.Rack]; !ok {
+			racks = append(racks, b.Rack)
+		}
+		byRack[b.Rack] = append(byRack[b.Rack], b)
+	}
+	sort.Strings(racks)
+	var order []int32
+	for i := 0; len(order) < len(bs); i++ {
+		for _, r := range racks {
+			if i < len(byRack[r]) {
+				order = append(order, byRack[r][i].NodeID)
+			}
+		}
+	}
+	out := make([][]int32, count)
+	for p := 0; p < count; p++ {
+		start := (from + p) % len(order)
+		for k := 0; k < rf; k++ {
+			out[p] = append(out[p], order[(start+k)%len(order)])
+		}
+	}
+	return out
+}
+
+// DeleteTopic deletes a topic; every node then drops its replicas.
+func (n *Node) DeleteTopic(ctx context.Context, name string) error {
+	if _, ok := n.meta.Topic(name); !ok {
+		return kerr.UnknownTopicOrPartition
+	}
+	_, err := n.controllerAppend(ctx, command{Op: "delete_topic", Topic: name})
+	return err
+}
+
+// CreatePartitions raises a topic's partition count.
+func (n *Node) CreatePartitions(ctx context.Context, name string, count int32, validateOnly bool) error {
+	t, ok := n.meta.Topic(name)
+	if !ok {
+		return kerr.UnknownTopicOrPartition
+	}
+	have := int32(len(t.Partitions))
+	if count <= have || count > 100000 {
+		return kerr.InvalidPartitions
+	}
+	rf := len(t.Partitions[0])
+	brokers := n.Brokers()
+	if rf > len(brokers) {
+		return kerr.InvalidReplicationFactor
+	}
+	if validateOnly {
+		return nil
+	}
+	assign := assignReplicas(brokers, int(have), int(count-have), rf)
+	_, err := n.controllerAppend(ctx, command{Op: "create_partitions", Topic: name, Assignment: assign})
+	return err
+}
+
+// AlterTopicConfigs sets and deletes topic configs.
+func (n *Node) AlterTopicConfigs(ctx context.Context, name string, set map[string]string, deletes []string, validateOnly bool) error {
+	if _, ok := n.meta.Topic(name); !ok {
+		return kerr.UnknownTopicOrPartition
+	}
+	if err := validateConfigs(set); err != nil {
+		return err
+	}
+	for _, k := range deletes {
+		if _, ok := topicConfigDefs[k]; !ok {
+			return kerr.InvalidConfig
+		}
+	}
+	if validateOnly {
+		return nil
+	}
+	_, err := n.controllerAppend(ctx, command{Op: "alter_configs", Topic: name, Configs: set, Deletes: deletes})
+	return err
+}
+
+// InitProducerID allocates a producer id unique in the cluster: the
+// offset of the allocation in the controller log.
+func (n *Node) InitProducerID(ctx context.Context) (int64, int16, error) {
+	off, err := n.controllerAppend(ctx, command{Op: "alloc_producer_id"})
+	if err != nil {
+		return -1, -1, err
+	}
+	return off, 0, nil
+}
+
+// bootstrapController forms the controller group on its first start: once
+// ExpectNodes members are known, the ControllerVoters lowest node ids are
+// its voters, and the lowest of them bootstraps it.
+func (n *Node) bootstrapController() {
+	if cfg, err := n.ctrl.Configuration(); err != nil || len(cfg.Servers) > 0 {
+		return
+	}
+	if n.ctrl.Term() > 0 {
+		return
+	}
+	brokers := n.Brokers()
+	if len(brokers) < n.cfg.ExpectNodes {
+		return
+	}
+	voters := brokers
+	if len(voters) > n.cfg.ControllerVoters {
+		voters = voters[:n.cfg.ControllerVoters]
+	}
+	if voters[0].NodeID != n.cfg.NodeID {
+		return
+	}
+	var servers []raft.Server
+	for _, b := range voters {
+		servers = append(servers, raft.Server{ID: serverID(b.NodeID, b.Incarnation), Address: raft.ServerAddress(b.RaftAddr), Suffrage: raft.Voter})
+	}
+	if err := n.ctrl.Bootstrap(servers); err != nil {
+		n.logger.Warn("controller bootstrap", "error", err)
+		return
+	}
+	n.logger.Info("controller bootstrapped", "voters", len(servers))
+}
+
+// leadController is what the controller leader does on every reconcile:
+// write the cluster id once, and make every other live node a non-voting
+// member so that every node holds the metadata.
+func (n *Node) leadController() {
+	if n.meta.ClusterID() == "" {
+		ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+		_, err := n.controllerAppend(ctx, command{Op: "init", ClusterID: newTopicID()[:22]})
+		cancel()
+		if err != nil {
+			n.logger.Warn("write cluster id", "error", err)
+		}
+	}
+	n.syncMembers(n.ctrl, n.Brokers(), false)
+}
+
+// syncMembers makes the Raft configuration of a group this node leads hold
+// the current server id of every wanted node (voters when asVoters, else
+// voters stay and the rest join as non-voters), and removes servers of
+// wanted nodes whose incarnation changed (a wiped disk).
+func (n *Node) syncMembers(r *replication.Replica, wanted []BrokerInfo, asVoters bool) {
+	cfg, err := r.Configuration()
+	if err != nil {
+		return
+	}
+	have := map[raft.ServerID]raft.Server{}
+	byNode := map[int32]raft.Server{}
+	for _, s := range cfg.Servers {
+		have[s.ID] = s
+		byNode[nodeOf(s.ID)] = s
+	}
+	for _, b := range wanted {
+		id := serverID(b.NodeID, b.Incarnation)
+		if _, ok := have[id]; ok {
+			continue
+		}
+		if old, ok := byNode[b.NodeID]; ok && old.ID != id {
+			n.logger.Info("replacing a replica whose disk was wiped", "group", r.Raft().String(), "old", old.ID, "new", id)
+			if err := r.RemoveServer(old.ID); err != nil {
+				return
+			}
+		}
+		var err error
+		if asVoters {
+			err = r.AddVoter(id, raft.ServerAddress(b.RaftAddr))
+		} else {
+			err = r.AddNonvoter(id, raft.ServerAddress(b.RaftAddr))
+		}
+		if err != nil {
+			n.logger.Debug("add member", "id", id, "error", err)
+		}
+	}
+}
+
+// topicConfigDefs are the topic configs raftlog knows, with their defaults.
+var topicConfigDefs = map[string]string{
+	"cleanup.policy":         "delete",
+	"retention.ms":           strconv.FormatInt((7 * 24 * time.Hour).Milliseconds(), 10),
+	"retention.bytes":        "-1",
+	"segment.bytes":          strconv.Itoa(1 << 30),
+	"segment.ms":             strconv.FormatInt((7 * 24 * time.Hour).Milliseconds(), 10),
+	"segment.index.bytes":    strconv.Itoa(10 << 20),
+	"index.interval.bytes":   "4096",
+	"flush.messages":         "9223372036854775807",
+	"flush.ms":               "9223372036854775807",
+	"max.message.bytes":      "1048588",
+	"message.timestamp.type": "CreateTime",
+	"min.insync.replicas":    "2",
+	"compression.type":       "producer",
+}
+
+// TopicConfigNames lists the known topic configs, sorted.
+func TopicConfigNames() []string {
+	var out []string
+	for k := range topicConfigDefs {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TopicConfigDefault is the default of a known config.
+func TopicConfigDefault(name string) (string, bool) {
+	v, ok := topicConfigDefs[name]
+	return v, ok
+}
+
+func validateConfigs(c map[string]string) error {
+	for k, v := range c {
+		if _, ok := topicConfigDefs[k]; !ok {
+			return fmt.Errorf("%w: unknown config %q", kerr.InvalidConfig, k)
+		}
+		switch k {
+		case "cleanup.policy":
+			if v != "delete" {
+				return fmt.Errorf("%w: cleanup.policy %q (only delete is supported)", kerr.InvalidConfig, v)
+			}
+		case "message.timestamp.type":
+			if v != "CreateTime" && v != "LogAppendTime" {
+				return fmt.Errorf("%w: %s %q", kerr.InvalidConfig, k, v)
+			}
+		case "compression.type":
+		default:
+			if _, err := strconv.ParseInt(v, 10, 64); err != nil {
+				return fmt.Errorf("%w: %s=%q is not a number", kerr.InvalidConfig, k, v)
+			}
+		}
+	}
+	return nil
+}

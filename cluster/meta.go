@@ -1,0 +1,192 @@
+package cluster
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/raftlog/raftlog/log"
+)
+
+// The cluster metadata is the state of the controller: a Raft group (the
+// replication package's, over its own small log) whose committed records
+// are commands, applied in log order on every node that hosts a controller
+// replica. The log is kept whole (it is small), so the state is rebuilt by
+// replaying it on start. Each command is one record of one batch; its value
+// is JSON.
+type command struct {
+	Op string `json:"op"`
+	// init
+	ClusterID string `json:"cluster_id,omitempty"`
+	// create_topic, delete_topic, create_partitions, alter_configs
+	Topic      string            `json:"topic,omitempty"`
+	TopicID    string            `json:"topic_id,omitempty"`
+	Assignment [][]int32         `json:"assignment,omitempty"` // replicas per partition (new ones for create_partitions)
+	Configs    map[string]string `json:"configs,omitempty"`
+	Deletes    []string          `json:"deletes,omitempty"`
+	// alloc_producer_id: the id is the offset of the command.
+}
+
+// Topic is a topic in the metadata.
+type Topic struct {
+	Name       string
+	ID         [16]byte
+	Partitions [][]int32 // replica node ids per partition; the first is the preferred leader
+	Configs    map[string]string
+}
+
+// Meta is the applied metadata.
+type Meta struct {
+	mu        sync.RWMutex
+	clusterID string
+	topics    map[string]*Topic
+	applied   int64 // offset after the last applied command
+	changed   chan struct{}
+}
+
+func newMeta() *Meta {
+	return &Meta{topics: map[string]*Topic{}, changed: make(chan struct{})}
+}
+
+// ClusterID is the id chosen when the cluster was first started.
+func (m *Meta) ClusterID() string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.clusterID
+}
+
+// Topic returns a copy of a topic.
+func (m *Meta) Topic(name string) (Topic, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	t, ok := m.topics[name]
+	if !ok {
+		return Topic{}, false
+	}
+	return copyTopic(t), true
+}
+
+// Topics returns copies of every topic, by name.
+func (m *Meta) Topics() []Topic {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]Topic, 0, len(m.topics))
+	for _, t := range m.topics {
+		out = append(out, copyTopic(t))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func copyTopic(t *Topic) Topic {
+	c := Topic{Name: t.Name, ID: t.ID, Configs: map[string]string{}}
+	for _, p := range t.Partitions {
+		c.Partitions = append(c.Partitions, append([]int32(nil), p...))
+	}
+	for k, v := range t.Configs {
+		c.Configs[k] = v
+	}
+	return c
+}
+
+// Applied is the offset after the last applied command.
+func (m *Meta) Applied() int64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.applied
+}
+
+// changes returns a channel closed at the next applied command.
+func (m *Meta) changes() <-chan struct{} {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.changed
+}
+
+// apply applies the committed batches of p (whole batches, in order).
+func (m *Meta) apply(p []byte) error {
+	var err error
+	log.Batches(p, func(b log.Batch) bool {
+		if b.NextOffset() <= m.Applied() {
+			return true
+		}
+		if !b.IsControl() {
+			recs, offs, ok := log.DecodeRecords(b)
+			if !ok {
+				err = fmt.Errorf("cluster: metadata batch at %d does not decode", b.BaseOffset())
+				return false
+			}
+			for i, r := range recs {
+				var c command
+				if e := json.Unmarshal(r.Value, &c); e != nil {
+					err = fmt.Errorf("cluster: metadata command at %d: %w", offs[i], e)
+					return false
+				}
+				m.applyOne(c, offs[i])
+			}
+		}
+		m.mu.Lock()
+		m.applied = b.NextOffset()
+		close(m.changed)
+		m.changed = make(chan struct{})
+		m.mu.Unlock()
+		return true
+	})
+	return err
+}
+
+func (m *Meta) applyOne(c command, offset int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch c.Op {
+	case "init":
+		if m.clusterID == "" {
+			m.clusterID = c.ClusterID
+		}
+	case "create_topic":
+		if _, ok := m.topics[c.Topic]; ok {
+			return
+		}
+		t := &Topic{Name: c.Topic, Partitions: c.Assignment, Configs: map[string]string{}}
+		if id, err := hex.DecodeString(c.TopicID); err == nil && len(id) == 16 {
+			copy(t.ID[:], id)
+		}
+		for k, v := range c.Configs {
+			t.Configs[k] = v
+		}
+		m.topics[c.Topic] = t
+	case "delete_topic":
+		delete(m.topics, c.Topic)
+	case "create_partitions":
+		if t, ok := m.topics[c.Topic]; ok {
+			t.Partitions = append(t.Partitions, c.Assignment...)
+		}
+	case "alter_configs":
+		if t, ok := m.topics[c.Topic]; ok {
+			for k, v := range c.Configs {
+				t.Configs[k] = v
+			}
+			for _, k := range c.Deletes {
+				delete(t.Configs, k)
+			}
+		}
+	case "alloc_producer_id":
+		// Nothing to hold: the id is the command's offset.
+	}
+}
+
+func newTopicID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// encodeCommand builds the batch of one command.
+func encodeCommand(c command) []byte {
+	v, _ := json.Marshal(c)
+	return log.BuildBatch(nil, log.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+		[]log.Record{{Value: v, Timestamp: nowMillis()}})
+}

@@ -1,0 +1,404 @@
+// Package cluster runs a raftlog node: membership with hashicorp/memberlist
+// (node identity, addresses, failure detection, and the gossip of who leads
+// each partition), the controller (a Raft group over the first nodes whose
+// committed commands are the cluster metadata: topics, partition → replica
+// assignment, configs, producer ids), and the reconciler that starts and
+// stops the partition replicas the metadata assigns to this node.
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
+	"github.com/raftlog/raftlog/log"
+	"github.com/raftlog/raftlog/replication"
+)
+
+// Config configures a Node.
+type Config struct {
+	NodeID              int32
+	DataDir             string
+	AdvertisedKafkaAddr string // host:port clients reach this node's Kafka listener at
+	RaftAddr            string // listen address of the node-wide Raft transport
+	AdvertisedRaftAddr  string // "" = the listener's address
+	GossipAddr          string // memberlist bind address host:port
+	AdvertisedGossip    string // "" = GossipAddr
+	HTTPAddr            string // advertised in the gossip for tools
+	Join                []string
+	Rack                string
+	// BootID is the kernel boot id the vote guard compares (see
+	// replication.Config.BootID).
+	BootID string
+	// ControllerVoters is how many nodes (the lowest ids) form the
+	// controller group (default 3, or fewer when the cluster is smaller at
+	// its first start: see ExpectNodes).
+	ControllerVoters int
+	// ExpectNodes is how many nodes must be members before the controller
+	// is bootstrapped the first time (default ControllerVoters).
+	ExpectNodes int
+	// Topic defaults.
+	DefaultPartitions  int32 // default 1
+	DefaultReplication int16 // default min(3, live brokers)
+	LogConfig          log.Config
+	Raft               replication.RaftConfig
+	Logger             hclog.Logger
+	// LocalGossip selects memberlist's fast local-network timings.
+	LocalGossip bool
+}
+
+// BrokerInfo is a live member.
+type BrokerInfo struct {
+	NodeID      int32
+	Incarnation string
+	KafkaAddr   string
+	RaftAddr    string
+	HTTPAddr    string
+	Rack        string
+}
+
+// Node is one raftlog node.
+type Node struct {
+	cfg         Config
+	logger      hclog.Logger
+	incarnation string
+	ln          net.Listener
+	mux         *replication.Mux
+	ml          *memberlist.Memberlist
+	bq          *memberlist.TransmitLimitedQueue
+	meta        *Meta
+	ctrl        *replication.Replica
+	leaders     *leaderTable
+	rpcLayer    raft.StreamLayer
+
+	mu       sync.Mutex
+	replicas map[string]*replication.Replica // by group "<topic>-<partition>"
+	closed   bool
+
+	kick   chan struct{}
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+const controllerGroup = "__controller"
+
+// Start starts a node: transport, membership, controller, reconciler.
+func Start(cfg Config) (*Node, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.ControllerVoters <= 0 {
+		cfg.ControllerVoters = 3
+	}
+	if cfg.ExpectNodes <= 0 {
+		cfg.ExpectNodes = cfg.ControllerVoters
+	}
+	if cfg.DefaultPartitions <= 0 {
+		cfg.DefaultPartitions = 1
+	}
+	n := &Node{cfg: cfg, logger: cfg.Logger.With("node", cfg.NodeID), meta: newMeta(), leaders: newLeaderTable(),
+		replicas: map[string]*replication.Replica{}, kick: make(chan struct{}, 1), stop: make(chan struct{})}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, err
+	}
+	inc, err := loadIncarnation(cfg.DataDir, cfg.NodeID)
+	if err != nil {
+		return nil, err
+	}
+	n.incarnation = inc
+	if n.ln, err = net.Listen("tcp", cfg.RaftAddr); err != nil {
+		return nil, fmt.Errorf("cluster: raft listener: %w", err)
+	}
+	n.mux = replication.NewMux(n.ln, cfg.AdvertisedRaftAddr, replication.WithMuxLogger(n.logger.Named("mux")))
+	if n.rpcLayer, err = n.mux.Layer(clusterRPCGroup); err != nil {
+		n.mux.Close()
+		return nil, err
+	}
+	n.wg.Add(1)
+	go n.serveRPC()
+	if err := n.startMembership(); err != nil {
+		n.rpcLayer.Close()
+		n.mux.Close()
+		return nil, err
+	}
+	if n.ctrl, err = n.openReplica(controllerGroup, log.Config{RetentionMs: -1, RetentionBytes: -1}); err != nil {
+		n.Close()
+		return nil, err
+	}
+	n.wg.Add(3)
+	go n.applyLoop()
+	go n.reconcileLoop()
+	go n.leaderLoop()
+	return n, nil
+}
+
+// loadIncarnation reads the node's identity file, creating it in a new
+// data directory: a wiped disk gets a new incarnation, and so new Raft
+// server ids for all its replicas.
+func loadIncarnation(dir string, id int32) (string, error) {
+	path := filepath.Join(dir, "node.json")
+	var f struct {
+		NodeID      int32  `json:"node_id"`
+		Incarnation string `json:"incarnation"`
+	}
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if err := json.Unmarshal(b, &f); err != nil {
+			return "", fmt.Errorf("cluster: %s: %w", path, err)
+		}
+		if f.NodeID != id {
+			return "", fmt.Errorf("cluster: %s belongs to node %d, not %d", dir, f.NodeID, id)
+		}
+		return f.Incarnation, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	var r [4]byte
+	rand.Read(r[:])
+	f.NodeID, f.Incarnation = id, hex.EncodeToString(r[:])
+	b, _ = json.Marshal(f)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return "", err
+	}
+	if fh, err := os.Open(tmp); err == nil {
+		fh.Sync()
+		fh.Close()
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", err
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return f.Incarnation, nil
+}
+
+func serverID(node int32, inc string) raft.ServerID {
+	return raft.ServerID(fmt.Sprintf("%d-%s", node, inc))
+}
+
+// nodeOf parses the node id of a server id.
+func nodeOf(id raft.ServerID) int32 {
+	s := string(id)
+	if i := strings.IndexByte(s, '-'); i > 0 {
+		s = s[:i]
+	}
+	v, err := strconv.ParseInt(s, 10, 32)
+	if err != nil {
+		return -1
+	}
+	return int32(v)
+}
+
+// ID is the node's Kafka node id.
+func (n *Node) ID() int32 { return n.cfg.NodeID }
+
+// Meta is the cluster metadata as applied here.
+func (n *Node) Meta() *Meta { return n.meta }
+
+// Mux is the node-wide Raft transport.
+func (n *Node) Mux() *replication.Mux { return n.mux }
+
+func groupName(topic string, p int32) string { return fmt.Sprintf("%s-%d", topic, p) }
+
+// openReplica opens a local replica of group.
+func (n *Node) openReplica(group string, lc log.Config) (*replication.Replica, error) {
+	dir := filepath.Join(n.cfg.DataDir, group)
+	return replication.Open(replication.Config{
+		Group: group, NodeID: strconv.Itoa(int(n.cfg.NodeID)), ServerID: serverID(n.cfg.NodeID, n.incarnation),
+		Dir: dir, Log: lc, Mux: n.mux, Logger: n.logger, BootID: n.cfg.BootID, Raft: n.cfg.Raft,
+	})
+}
+
+// Brokers lists the live members, by node id.
+func (n *Node) Brokers() []BrokerInfo {
+	var out []BrokerInfo
+	for _, m := range n.ml.Members() {
+		var bi BrokerInfo
+		if json.Unmarshal(m.Meta, &bi) == nil && m.State == memberlist.StateAlive {
+			out = append(out, bi)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].NodeID < out[j].NodeID })
+	return out
+}
+
+func (n *Node) broker(id int32) (BrokerInfo, bool) {
+	for _, b := range n.Brokers() {
+		if b.NodeID == id {
+			return b, true
+		}
+	}
+	return BrokerInfo{}, false
+}
+
+// ControllerID is the node id leading the controller, -1 when none.
+func (n *Node) ControllerID() int32 {
+	id, _ := n.ctrl.Leader()
+	if id == "" {
+		return -1
+	}
+	return nodeOf(id)
+}
+
+// Replica returns the local replica of a partition.
+func (n *Node) Replica(topic string, p int32) (*replication.Replica, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	r, ok := n.replicas[groupName(topic, p)]
+	return r, ok
+}
+
+// Leader returns who leads a partition as far as this node knows: its own
+// replica's view first, then the gossip. -1 when unknown.
+func (n *Node) Leader(topic string, p int32) (node int32, epoch int32) {
+	g := groupName(topic, p)
+	if r, ok := n.Replica(topic, p); ok {
+		if id, _ := r.Leader(); id != "" {
+			return nodeOf(id), int32(r.Term())
+		}
+	}
+	if e, ok := n.leaders.get(g); ok {
+		if _, alive := n.broker(e.Node); alive {
+			return e.Node, e.Term
+		}
+	}
+	return -1, -1
+}
+
+// WaitReady blocks until the controller has a leader and has applied the
+// cluster's first command, or ctx ends.
+func (n *Node) WaitReady(ctx context.Context) error {
+	for {
+		ch := n.meta.changes()
+		if n.meta.ClusterID() != "" && n.ControllerID() >= 0 {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond): // leadership has no change channel: re-check
+		}
+	}
+}
+
+// Ready reports whether the node serves: controller reachable, and every
+// local replica caught up (none gated).
+func (n *Node) Ready() (bool, string) {
+	if n.ControllerID() < 0 {
+		return false, "no controller leader"
+	}
+	if n.meta.ClusterID() == "" {
+		return false, "metadata not applied yet"
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for g, r := range n.replicas {
+		if r.Gated() {
+			return false, "replica " + g + " is gated: " + r.GateReason()
+		}
+	}
+	return true, ""
+}
+
+func (n *Node) kickReconcile() {
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Close leaves the cluster and shuts every replica down cleanly, handing
+// leadership off first.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	reps := make([]*replication.Replica, 0, len(n.replicas))
+	for _, r := range n.replicas {
+		reps = append(reps, r)
+	}
+	n.mu.Unlock()
+	// Hand leadership off so clients fail over without waiting for an
+	// election timeout.
+	for _, r := range reps {
+		if r.IsLeader() {
+			_ = r.TransferLeadership("", "")
+		}
+	}
+	if n.ctrl != nil && n.ctrl.IsLeader() {
+		_ = n.ctrl.TransferLeadership("", "")
+	}
+	close(n.stop)
+	n.cancel()
+	n.wg.Wait()
+	var errs []error
+	for _, r := range reps {
+		errs = append(errs, r.Close())
+	}
+	if n.ctrl != nil {
+		errs = append(errs, n.ctrl.Close())
+	}
+	if n.ml != nil {
+		_ = n.ml.Leave(2 * time.Second)
+		errs = append(errs, n.ml.Shutdown())
+	}
+	n.rpcLayer.Close()
+	errs = append(errs, n.mux.Close())
+	return errors.Join(errs...)
+}
+
+// Kill stops the node as a crash would (tests): no handoff, no fsync.
+func (n *Node) Kill() {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return
+	}
+	n.closed = true
+	reps := make([]*replication.Replica, 0, len(n.replicas))
+	for _, r := range n.replicas {
+		reps = append(reps, r)
+	}
+	n.mu.Unlock()
+	close(n.stop)
+	n.cancel()
+	n.wg.Wait()
+	for _, r := range reps {
+		r.Kill()
+	}
+	if n.ctrl != nil {
+		n.ctrl.Kill()
+	}
+	if n.ml != nil {
+		n.ml.Shutdown()
+	}
+	n.rpcLayer.Close()
+	n.mux.Close()
+}
+
+func nowMillis() int64 { return time.Now().UnixMilli() }

@@ -1,0 +1,232 @@
+package cluster
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/raftlog/raftlog/log"
+	"github.com/raftlog/raftlog/replication"
+)
+
+// reconcileLoop makes the local replicas match the metadata, on every
+// metadata or membership change and once a second.
+func (n *Node) reconcileLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	retention := time.NewTicker(30 * time.Second)
+	defer retention.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-n.kick:
+		case <-t.C:
+		case <-retention.C:
+			n.applyRetention()
+			continue
+		}
+		n.reconcile()
+	}
+}
+
+func (n *Node) reconcile() {
+	n.bootstrapController()
+	if n.ctrl.IsLeader() {
+		n.leadController()
+	}
+	if n.meta.ClusterID() == "" {
+		return
+	}
+	brokers := map[int32]BrokerInfo{}
+	for _, b := range n.Brokers() {
+		brokers[b.NodeID] = b
+	}
+	want := map[string]bool{}
+	for _, t := range n.meta.Topics() {
+		for p, reps := range t.Partitions {
+			g := groupName(t.Name, int32(p))
+			mine := false
+			for _, r := range reps {
+				mine = mine || r == n.cfg.NodeID
+			}
+			if !mine {
+				continue
+			}
+			want[g] = true
+			r := n.ensureReplica(g, t)
+			if r == nil {
+				continue
+			}
+			var wanted []BrokerInfo
+			complete := true
+			for _, id := range reps {
+				b, ok := brokers[id]
+				if !ok {
+					complete = false
+					continue
+				}
+				wanted = append(wanted, b)
+			}
+			cfg, err := r.Configuration()
+			if err != nil {
+				continue
+			}
+			if len(cfg.Servers) == 0 && r.Term() == 0 && reps[0] == n.cfg.NodeID && complete {
+				var servers []raft.Server
+				for _, b := range wanted {
+					servers = append(servers, raft.Server{ID: serverID(b.NodeID, b.Incarnation), Address: raft.ServerAddress(b.RaftAddr), Suffrage: raft.Voter})
+				}
+				if err := r.Bootstrap(servers); err != nil {
+					n.logger.Warn("bootstrap partition", "group", g, "error", err)
+				}
+			}
+			if r.IsLeader() {
+				n.syncMembers(r, wanted, true)
+			}
+		}
+	}
+	// Replicas no longer assigned here (deleted topics) go.
+	n.mu.Lock()
+	var drop []string
+	for g := range n.replicas {
+		if !want[g] {
+			drop = append(drop, g)
+		}
+	}
+	n.mu.Unlock()
+	for _, g := range drop {
+		n.dropReplica(g)
+	}
+}
+
+// ensureReplica opens the local replica of a partition when it is not.
+func (n *Node) ensureReplica(g string, t Topic) *replication.Replica {
+	n.mu.Lock()
+	r, ok := n.replicas[g]
+	closed := n.closed
+	n.mu.Unlock()
+	if ok || closed {
+		return r
+	}
+	r, err := n.openReplica(g, topicLogConfig(t.Configs, n.cfg.LogConfig))
+	if err != nil {
+		n.logger.Error("open replica", "group", g, "error", err)
+		return nil
+	}
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		r.Close()
+		return nil
+	}
+	n.replicas[g] = r
+	n.mu.Unlock()
+	n.logger.Info("replica started", "group", g)
+	return r
+}
+
+func (n *Node) dropReplica(g string) {
+	n.mu.Lock()
+	r := n.replicas[g]
+	delete(n.replicas, g)
+	n.mu.Unlock()
+	if r == nil {
+		return
+	}
+	r.Close()
+	if err := os.RemoveAll(filepath.Join(n.cfg.DataDir, g)); err != nil {
+		n.logger.Error("remove replica data", "group", g, "error", err)
+	}
+	n.logger.Info("replica removed", "group", g)
+}
+
+// leaderLoop gossips the partitions this node leads.
+func (n *Node) leaderLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		}
+		if n.ctrl.IsLeader() {
+			n.announce(controllerGroup, int32(n.ctrl.Term()))
+		}
+		n.mu.Lock()
+		reps := make(map[string]*replication.Replica, len(n.replicas))
+		for g, r := range n.replicas {
+			reps[g] = r
+		}
+		n.mu.Unlock()
+		for g, r := range reps {
+			if r.IsLeader() {
+				n.announce(g, int32(r.Term()))
+			}
+		}
+	}
+}
+
+func (n *Node) applyRetention() {
+	n.mu.Lock()
+	reps := make([]*replication.Replica, 0, len(n.replicas))
+	for _, r := range n.replicas {
+		reps = append(reps, r)
+	}
+	n.mu.Unlock()
+	for _, r := range reps {
+		if _, err := r.ApplyRetention(); err != nil {
+			n.logger.Warn("retention", "error", err)
+		}
+	}
+}
+
+// topicLogConfig turns topic configs into the log's configuration.
+func topicLogConfig(c map[string]string, base log.Config) log.Config {
+	num := func(k string) (int64, bool) {
+		v, ok := c[k]
+		if !ok {
+			return 0, false
+		}
+		x, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		return x, err == nil
+	}
+	lc := base
+	if v, ok := num("segment.bytes"); ok {
+		lc.SegmentBytes = v
+	}
+	if v, ok := num("segment.ms"); ok {
+		lc.SegmentMs = time.Duration(v) * time.Millisecond
+	}
+	if v, ok := num("retention.ms"); ok {
+		lc.RetentionMs = time.Duration(v) * time.Millisecond
+		if v < 0 {
+			lc.RetentionMs = -1
+		}
+	}
+	if v, ok := num("retention.bytes"); ok {
+		lc.RetentionBytes = v
+	}
+	if v, ok := num("index.interval.bytes"); ok {
+		lc.IndexIntervalBytes = int(v)
+	}
+	if v, ok := num("segment.index.bytes"); ok {
+		lc.SegmentIndexBytes = int(v)
+	}
+	if v, ok := num("flush.messages"); ok && v < 1<<62 {
+		lc.FlushMessages = v
+	}
+	if v, ok := num("flush.ms"); ok && v < 1<<40 {
+		lc.FlushMs = time.Duration(v) * time.Millisecond
+	}
+	if v, ok := num("max.message.bytes"); ok {
+		lc.MaxBatchBytes = int(v)
+	}
+	return lc
+}

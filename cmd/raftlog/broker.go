@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"net"
+	"strconv"
+
+	"github.com/raftlog/raftlog/cluster"
+	"github.com/raftlog/raftlog/log"
+	"github.com/raftlog/raftlog/replication"
+	"github.com/raftlog/raftlog/rpc"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// broker wires a cluster node into the Kafka front end.
+type broker struct{ n *cluster.Node }
+
+var _ rpc.Broker = broker{}
+
+func (b broker) NodeID() int32       { return b.n.ID() }
+func (b broker) ClusterID() string   { return b.n.Meta().ClusterID() }
+func (b broker) ControllerID() int32 { return b.n.ControllerID() }
+
+func (b broker) Brokers() []rpc.BrokerInfo {
+	var out []rpc.BrokerInfo
+	for _, m := range b.n.Brokers() {
+		host, port, err := net.SplitHostPort(m.KafkaAddr)
+		if err != nil {
+			continue
+		}
+		p, _ := strconv.Atoi(port)
+		bi := rpc.BrokerInfo{NodeID: m.NodeID, Host: host, Port: int32(p)}
+		if m.Rack != "" {
+			r := m.Rack
+			bi.Rack = &r
+		}
+		out = append(out, bi)
+	}
+	return out
+}
+
+func (b broker) Topics(names []string) []rpc.TopicInfo {
+	var ts []cluster.Topic
+	var out []rpc.TopicInfo
+	if names == nil {
+		ts = b.n.Meta().Topics()
+	} else {
+		for _, name := range names {
+			t, ok := b.n.Meta().Topic(name)
+			if !ok {
+				out = append(out, rpc.TopicInfo{Name: name, Err: kerr.UnknownTopicOrPartition})
+				continue
+			}
+			ts = append(ts, t)
+		}
+	}
+	for _, t := range ts {
+		ti := rpc.TopicInfo{Name: t.Name, ID: t.ID}
+		for _, ps := range b.n.PartitionStates(t) {
+			pi := rpc.PartitionInfo{Partition: ps.Partition, Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch,
+				Replicas: ps.Replicas, ISR: ps.ISR, Offline: ps.Offline}
+			if ps.Leader < 0 {
+				pi.Err = kerr.LeaderNotAvailable
+			}
+			ti.Partitions = append(ti.Partitions, pi)
+		}
+		out = append(out, ti)
+	}
+	return out
+}
+
+func (b broker) CreateTopic(ctx context.Context, name string, partitions int32, replication int16, configs map[string]string, validateOnly bool) error {
+	return b.n.CreateTopic(ctx, name, partitions, replication, configs, validateOnly)
+}
+
+func (b broker) DeleteTopic(ctx context.Context, name string) error { return b.n.DeleteTopic(ctx, name) }
+
+func (b broker) CreatePartitions(ctx context.Context, name string, count int32, validateOnly bool) error {
+	return b.n.CreatePartitions(ctx, name, count, validateOnly)
+}
+
+func (b broker) TopicConfigs(name string) ([]rpc.ConfigEntry, error) {
+	set, err := b.n.TopicConfigs(name)
+	if err != nil {
+		return nil, err
+	}
+	var out []rpc.ConfigEntry
+	for _, k := range cluster.TopicConfigNames() {
+		v, ok := set[k]
+		def := !ok
+		if !ok {
+			v, _ = cluster.TopicConfigDefault(k)
+		}
+		vv := v
+		out = append(out, rpc.ConfigEntry{Name: k, Value: &vv, IsDefault: def})
+	}
+	return out, nil
+}
+
+func (b broker) AlterTopicConfigs(ctx context.Context, name string, changes []rpc.ConfigChange, validateOnly bool) error {
+	set := map[string]string{}
+	var dels []string
+	for _, c := range changes {
+		switch c.Op {
+		case 0:
+			if c.Value == nil {
+				return kerr.InvalidConfig
+			}
+			set[c.Name] = *c.Value
+		case 1:
+			dels = append(dels, c.Name)
+		default:
+			return kerr.InvalidConfig
+		}
+	}
+	return b.n.AlterTopicConfigs(ctx, name, set, dels, validateOnly)
+}
+
+func (b broker) Partition(topic string, p int32) (rpc.Partition, error) {
+	r, err := b.n.LeaderPartition(topic, p)
+	if err != nil {
+		return nil, err
+	}
+	return partition{r: r}, nil
+}
+
+func (b broker) InitProducerID(ctx context.Context, transactionalID *string) (int64, int16, error) {
+	if transactionalID != nil {
+		return -1, -1, kerr.TransactionalIDAuthorizationFailed
+	}
+	return b.n.InitProducerID(ctx)
+}
+
+// partition is a led replica seen by the Kafka front end.
+type partition struct{ r *replication.Replica }
+
+func (p partition) Append(ctx context.Context, batch []byte, acks int) (int64, error) {
+	off, err := p.r.Append(ctx, batch, acks)
+	if _, ok := err.(*replication.NotLeaderError); ok {
+		return -1, kerr.NotLeaderForPartition
+	}
+	return off, err
+}
+
+func (p partition) Read(offset int64, maxBytes int) ([]byte, error) { return p.r.Read(offset, maxBytes) }
+func (p partition) HighWatermark() int64                           { return p.r.HighWatermark() }
+func (p partition) WaitHighWatermark(ctx context.Context, past int64) int64 {
+	return p.r.WaitHighWatermark(ctx, past)
+}
+func (p partition) LogStartOffset() int64 { return p.r.Log().StartOffset() }
+func (p partition) LeaderEpoch() int32    { return int32(p.r.Term()) }
+
+func (p partition) OffsetForTimestamp(ts int64) (int64, int64, bool, error) {
+	return p.r.Log().OffsetForTimestamp(ts, p.r.HighWatermark())
+}
+
+func (p partition) MaxTimestamp() (int64, int64, bool, error) {
+	ts := p.r.Log().MaxTimestamp()
+	if ts < 0 {
+		return -1, -1, false, nil
+	}
+	return p.r.Log().OffsetForTimestamp(ts, p.r.HighWatermark())
+}
+
+func (p partition) EndOffsetForEpoch(epoch int32) (int64, int32, error) {
+	return p.r.EndOffsetForEpoch(epoch)
+}
+
+func (p partition) DeleteRecords(ctx context.Context, offset int64) (int64, error) {
+	off, err := p.r.DeleteRecords(ctx, offset)
+	if _, ok := err.(*replication.NotLeaderError); ok {
+		return -1, kerr.NotLeaderForPartition
+	}
+	return off, err
+}
+
+var (
+	_ = hex.EncodeToString
+	_ = log.ErrOffsetOutOfRange
+)

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/raftlog/raftlog/cluster"
+	"github.com/raftlog/raftlog/replication"
+	"github.com/raftlog/raftlog/rpc"
+)
+
+// serveFlags are the flags of `raftlog serve`; each has a RAFTLOG_*
+// environment variable (the flag name upper-cased, dashes as underscores),
+// which the flag overrides.
+type serveFlags struct {
+	nodeID           int
+	dataDir          string
+	kafkaAddr        string
+	advertisedKafka  string
+	raftAddr         string
+	advertisedRaft   string
+	gossipAddr       string
+	advertisedGossip string
+	httpAddr         string
+	join             string
+	rack             string
+	bootIDFile       string
+	controllerVoters int
+	expectNodes      int
+	logJSON          bool
+	logLevel         string
+	partitions       int
+	replication      int
+}
+
+func (f *serveFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&f.nodeID, "node-id", 1, "this node's Kafka node id (unique, ≥ 0)")
+	fs.StringVar(&f.dataDir, "data-dir", "./data", "directory of this node's partitions and metadata")
+	fs.StringVar(&f.kafkaAddr, "kafka-addr", "127.0.0.1:9092", "Kafka protocol listen address")
+	fs.StringVar(&f.advertisedKafka, "advertised-kafka-addr", "", "address clients reach the Kafka listener at (default: --kafka-addr)")
+	fs.StringVar(&f.raftAddr, "raft-addr", "127.0.0.1:9192", "Raft transport listen address (all partitions share it)")
+	fs.StringVar(&f.advertisedRaft, "advertised-raft-addr", "", "address peers reach the Raft transport at (default: --raft-addr)")
+	fs.StringVar(&f.gossipAddr, "gossip-addr", "127.0.0.1:9292", "memberlist gossip bind address")
+	fs.StringVar(&f.advertisedGossip, "advertised-gossip-addr", "", "address peers reach gossip at (default: --gossip-addr)")
+	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:9392", "HTTP address of /healthz and /readyz")
+	fs.StringVar(&f.join, "join", "", "comma-separated gossip addresses of nodes to join")
+	fs.StringVar(&f.rack, "rack", "", "rack (replicas are spread over racks)")
+	fs.StringVar(&f.bootIDFile, "boot-id-file", "/proc/sys/kernel/random/boot_id", "file holding the kernel boot id (the vote guard reads it)")
+	fs.IntVar(&f.controllerVoters, "controller-voters", 3, "how many nodes (lowest ids) form the controller group")
+	fs.IntVar(&f.expectNodes, "expect-nodes", 0, "members needed before the cluster first forms (default: --controller-voters)")
+	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
+	fs.IntVar(&f.partitions, "default-partitions", 1, "partitions of a topic created without a count")
+	fs.IntVar(&f.replication, "default-replication-factor", -1, "replicas of a topic created without a factor (-1: min(3, brokers))")
+}
+
+// envDefaults sets each flag not given on the command line from its
+// RAFTLOG_* variable.
+func envDefaults(fs *flag.FlagSet) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] || err != nil {
+			return
+		}
+		key := "RAFTLOG_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(key); ok {
+			if e := f.Value.Set(v); e != nil {
+				err = fmt.Errorf("%s=%q: %w", key, v, e)
+			}
+		}
+	})
+	return err
+}
+
+func newLogger(name string, json bool, level string, out io.Writer) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: name, JSONFormat: json, Level: hclog.LevelFromString(level), Output: out})
+}
+
+func runServe(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f serveFlags
+	f.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := envDefaults(fs); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	logger := newLogger("raftlog", f.logJSON, f.logLevel, stderr)
+	nd, err := startNode(f, logger, false)
+	if err != nil {
+		logger.Error("start", "error", err)
+		return 1
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	s := <-sig
+	logger.Info("shutting down", "signal", s.String())
+	if err := nd.close(); err != nil {
+		logger.Error("shutdown", "error", err)
+		return 1
+	}
+	return 0
+}
+
+// runningNode is a node with its Kafka and HTTP listeners.
+type runningNode struct {
+	node *cluster.Node
+	rpc  *rpc.Server
+	http *http.Server
+}
+
+func (r *runningNode) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r.http.Shutdown(ctx)
+	r.rpc.Close()
+	return r.node.Close()
+}
+
+func readBootID(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func startNode(f serveFlags, logger hclog.Logger, local bool) (*runningNode, error) {
+	if f.nodeID < 0 {
+		return nil, errors.New("--node-id must be ≥ 0")
+	}
+	adv := f.advertisedKafka
+	if adv == "" {
+		adv = f.kafkaAddr
+	}
+	kln, err := net.Listen("tcp", f.kafkaAddr)
+	if err != nil {
+		return nil, fmt.Errorf("kafka listener: %w", err)
+	}
+	hln, err := net.Listen("tcp", f.httpAddr)
+	if err != nil {
+		kln.Close()
+		return nil, fmt.Errorf("http listener: %w", err)
+	}
+	var join []string
+	for _, s := range strings.Split(f.join, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			join = append(join, s)
+		}
+	}
+	cfg := cluster.Config{
+		NodeID: int32(f.nodeID), DataDir: f.dataDir, AdvertisedKafkaAddr: adv,
+		RaftAddr: f.raftAddr, AdvertisedRaftAddr: f.advertisedRaft,
+		GossipAddr: f.gossipAddr, AdvertisedGossip: f.advertisedGossip, HTTPAddr: f.httpAddr,
+		Join: join, Rack: f.rack, BootID: readBootID(f.bootIDFile),
+		ControllerVoters: f.controllerVoters, ExpectNodes: f.expectNodes,
+		DefaultPartitions: int32(f.partitions), DefaultReplication: int16(f.replication),
+		Logger: logger.With("node", strconv.Itoa(f.nodeID)), LocalGossip: local,
+	}
+	if local {
+		cfg.Raft = replication.RaftConfig{HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond, LeaderLeaseTimeout: 250 * time.Millisecond}
+	}
+	nd, err := cluster.Start(cfg)
+	if err != nil {
+		kln.Close()
+		hln.Close()
+		return nil, err
+	}
+	srv := rpc.NewServer(broker{nd}, rpc.WithLogger(logger.Named("kafka")))
+	go srv.Serve(kln)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if ok, why := nd.Ready(); !ok {
+			http.Error(w, why, http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go hs.Serve(hln)
+	logger.Info("node started", "node", f.nodeID, "kafka", adv, "raft", f.raftAddr, "gossip", f.gossipAddr, "http", f.httpAddr)
+	return &runningNode{node: nd, rpc: srv, http: hs}, nil
+}

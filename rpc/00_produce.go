@@ -1,0 +1,228 @@
+package rpc
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync"
+
+	"github.com/raftlog/raftlog/log"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Produce: v3–11.
+//
+// Each partition's records hold one or more RecordBatch v2. They are all
+// checked first (framing, magic 2, CRC, record count, no control batch,
+// no transactional batch), so a bad batch fails the partition before
+// anything is appended; then each is appended in order with
+// Partition.Append, stopping at the first error. The answer is the base
+// offset of the first batch, log append time -1 (CreateTime only) and the
+// log start offset (v5+). Partitions of one request are appended
+// concurrently; requests of one connection are served one after another,
+// so the order of a producer's batches on a partition is kept.
+//
+// Errors: NOT_LEADER_OR_FOLLOWER and UNKNOWN_TOPIC_OR_PARTITION from the
+// broker; CORRUPT_MESSAGE for bad batches (magic other than 2 included);
+// INVALID_RECORD for a control batch; MESSAGE_TOO_LARGE from the log;
+// REQUEST_TIMED_OUT when the request's timeout passes before the append is
+// acknowledged; INVALID_REQUIRED_ACKS for acks other than 0, 1, -1.
+//
+// Transactions are not supported: a request with a transactional id, or a
+// transactional batch, is answered INVALID_TXN_STATE. Idempotent batches
+// are appended as they are (the broker may check their sequences).
+//
+// acks=0: nothing is answered; as Kafka, the connection is closed when an
+// append failed, the only way to tell the producer.
+func (s *Server) produce(c *call, req *kmsg.ProduceRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	var reqErr error
+	switch {
+	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
+		reqErr = kerr.InvalidRequiredAcks
+	case req.TransactionID != nil:
+		reqErr = kerr.InvalidTxnState
+	}
+
+	ctx, cancel := timeoutCtx(c.ctx, req.TimeoutMillis)
+	defer cancel()
+
+	// One job per topic-partition; a partition named twice is appended in
+	// request order by one job.
+	type job struct {
+		topic     string
+		partition int32
+		entries   []*kmsg.ProduceResponseTopicPartition
+		records   [][]byte
+	}
+	var (
+		jobs  []*job
+		index = make(map[tp]*job)
+	)
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		st := &resp.Topics[i]
+		*st = kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			sp := &st.Partitions[j]
+			*sp = kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.BaseOffset = -1
+			if reqErr != nil {
+				sp.ErrorCode = s.code(reqErr)
+				continue
+			}
+			k := tp{rt.Topic, rp.Partition}
+			jb := index[k]
+			if jb == nil {
+				jb = &job{topic: rt.Topic, partition: rp.Partition}
+				index[k] = jb
+				jobs = append(jobs, jb)
+			}
+			jb.entries = append(jb.entries, sp)
+			jb.records = append(jb.records, rp.Records)
+		}
+	}
+
+	run := func(jb *job) {
+		p, err := s.b.Partition(jb.topic, jb.partition)
+		for i, sp := range jb.entries {
+			if err != nil {
+				sp.ErrorCode = s.code(err)
+				continue
+			}
+			base, perr := s.appendRecords(ctx, p, jb.records[i], int(req.Acks))
+			if perr != nil {
+				s.logger.Debug("produce failed", "topic", jb.topic, "partition", jb.partition, "client_id", c.clientID, "error", perr)
+				sp.ErrorCode = s.code(perr)
+				continue
+			}
+			sp.BaseOffset = base
+			sp.LogStartOffset = p.LogStartOffset()
+		}
+	}
+	parallel(jobs, run)
+
+	if req.Acks == 0 {
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				if rp.ErrorCode != 0 {
+					return nil, fmt.Errorf("acks=0 produce to %s/%d failed: %s", rt.Topic, rp.Partition, kerr.ErrorForCode(rp.ErrorCode))
+				}
+			}
+		}
+		return nil, nil
+	}
+	return resp, nil
+}
+
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// maxParallel bounds the goroutines one request uses.
+const maxParallel = 16
+
+// parallel runs fn on every job, up to maxParallel at a time, and returns
+// when all are done. A panic in fn is re-raised in the caller's goroutine
+// (where the connection's recover catches it).
+func parallel[T any](jobs []T, fn func(T)) {
+	if len(jobs) == 1 {
+		fn(jobs[0])
+		return
+	}
+	var (
+		wg       sync.WaitGroup
+		sem      = make(chan struct{}, maxParallel)
+		panicked any
+		pmu      sync.Mutex
+	)
+	for _, j := range jobs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() {
+				if v := recover(); v != nil {
+					pmu.Lock()
+					if panicked == nil {
+						panicked = v
+					}
+					pmu.Unlock()
+				}
+				<-sem
+				wg.Done()
+			}()
+			fn(j)
+		}()
+	}
+	wg.Wait()
+	if panicked != nil {
+		panic(panicked)
+	}
+}
+
+// appendRecords checks every batch of records, then appends them in order
+// and returns the base offset of the first.
+func (s *Server) appendRecords(ctx context.Context, p Partition, records []byte, acks int) (int64, error) {
+	batches, err := splitBatches(records)
+	if err != nil {
+		return -1, err
+	}
+	first := int64(-1)
+	for i, b := range batches {
+		base, err := p.Append(ctx, b, acks)
+		if err != nil {
+			if i > 0 {
+				err = fmt.Errorf("batch %d of %d (the ones before are appended from %d): %w", i+1, len(batches), first, err)
+			}
+			return -1, err
+		}
+		if i == 0 {
+			first = base
+		}
+	}
+	return first, nil
+}
+
+// splitBatches splits produced records into their batches and checks each
+// (everything log.ValidateBatch checks but the size limit, which is the
+// partition's).
+func splitBatches(records []byte) ([][]byte, error) {
+	if len(records) == 0 {
+		return nil, fmt.Errorf("%w: no record batch", log.ErrCorruptBatch)
+	}
+	var out [][]byte
+	for at := 0; at < len(records); {
+		rest := records[at:]
+		if len(rest) < log.BatchHeaderSize {
+			return nil, fmt.Errorf("%w: %d trailing bytes, shorter than a batch header", log.ErrCorruptBatch, len(rest))
+		}
+		if m := int8(rest[16]); m != 2 {
+			return nil, fmt.Errorf("%w: magic %d, only record batch v2 is supported", log.ErrCorruptBatch, m)
+		}
+		n := int64(int32(binary.BigEndian.Uint32(rest[8:]))) + log.LogOverhead
+		if n < log.BatchHeaderSize || n > int64(len(rest)) {
+			return nil, fmt.Errorf("%w: batch length %d with %d bytes left", log.ErrCorruptBatch, n, len(rest))
+		}
+		b := rest[:n]
+		if _, err := log.ValidateBatch(b, 0); err != nil {
+			return nil, err
+		}
+		attrs := log.Batch(b).Attributes()
+		if attrs&log.AttrControl != 0 {
+			return nil, fmt.Errorf("%w: a client may not produce control batches", kerr.InvalidRecord)
+		}
+		if attrs&log.AttrTransactional != 0 {
+			return nil, fmt.Errorf("%w: transactions are not supported", kerr.InvalidTxnState)
+		}
+		out = append(out, b)
+		at += int(n)
+	}
+	return out, nil
+}

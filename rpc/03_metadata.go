@@ -1,0 +1,172 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Metadata: v0–12.
+//
+// Answers the live brokers, the cluster id (v2+), the controller id (v1+)
+// and the requested topics: every topic for a null list (v1+) or an empty
+// one (v0), none for an empty list (v1+). Each topic has its error, name,
+// id (v10+), internal flag (v1+) and partitions with their error, leader,
+// leader epoch (v7+), replicas, ISR and offline replicas (v5+).
+//
+// Topics may be named by id (v10+): an unknown id is answered with
+// UNKNOWN_TOPIC_ID and a null name.
+//
+// Auto creation: an unknown topic requested with AllowAutoTopicCreation
+// (v4+; always on v0–3, as Kafka) is created with CreateTopic(name, -1,
+// -1) — the broker decides whether it allows it — and reported; while it
+// has no partition with a leader yet, with LEADER_NOT_AVAILABLE, so the
+// client asks again.
+//
+// Authorized operations (v8+) are not computed: answered as "not
+// requested" (-2147483648).
+func (s *Server) metadata(c *call, req *kmsg.MetadataRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	for _, b := range s.b.Brokers() {
+		rb := kmsg.NewMetadataResponseBroker()
+		rb.NodeID, rb.Host, rb.Port, rb.Rack = b.NodeID, b.Host, b.Port, b.Rack
+		resp.Brokers = append(resp.Brokers, rb)
+	}
+	cluster := s.b.ClusterID()
+	resp.ClusterID = &cluster
+	resp.ControllerID = s.b.ControllerID()
+
+	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+	if all {
+		for _, t := range s.b.Topics(nil) {
+			if t.Err != nil {
+				continue
+			}
+			resp.Topics = append(resp.Topics, s.metadataTopic(t, nil))
+		}
+		return resp, nil
+	}
+
+	autoCreate := req.AllowAutoTopicCreation || req.Version < 4
+	var byID map[[16]byte]string
+	seen := make(map[string]bool, len(req.Topics))
+	var names []string
+	for _, rt := range req.Topics {
+		var name string
+		switch {
+		case req.Version >= 10 && rt.TopicID != [16]byte{}:
+			if byID == nil {
+				byID = topicIDs(s.b)
+			}
+			n, ok := byID[rt.TopicID]
+			if !ok {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.TopicID = rt.TopicID
+				mt.ErrorCode = kerr.UnknownTopicID.Code
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
+			name = n
+		case rt.Topic != nil:
+			name = *rt.Topic
+		default:
+			continue
+		}
+		if !seen[name] {
+			seen[name] = true
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return resp, nil
+	}
+	infos := s.b.Topics(names)
+	for i := range infos {
+		t := &infos[i]
+		if t.Err == nil || !autoCreate || !errors.Is(t.Err, kerr.UnknownTopicOrPartition) {
+			resp.Topics = append(resp.Topics, s.metadataTopic(*t, nil))
+			continue
+		}
+		resp.Topics = append(resp.Topics, s.autoCreate(c, t.Name))
+	}
+	return resp, nil
+}
+
+// autoCreate creates an unknown topic a Metadata request asked for and
+// describes it.
+func (s *Server) autoCreate(c *call, name string) kmsg.MetadataResponseTopic {
+	ctx, cancel := context.WithTimeout(c.ctx, defaultTimeout)
+	defer cancel()
+	err := s.b.CreateTopic(ctx, name, -1, -1, nil, false)
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		s.logger.Debug("auto topic creation failed", "topic", name, "error", err)
+		mt := kmsg.NewMetadataResponseTopic()
+		mt.Topic = &name
+		mt.ErrorCode = s.code(err)
+		return mt
+	}
+	s.logger.Info("auto-created topic", "topic", name, "client_id", c.clientID)
+	infos := s.b.Topics([]string{name})
+	if len(infos) == 0 || infos[0].Err != nil {
+		mt := kmsg.NewMetadataResponseTopic()
+		mt.Topic = &name
+		mt.ErrorCode = kerr.LeaderNotAvailable.Code
+		return mt
+	}
+	led := false
+	for _, p := range infos[0].Partitions {
+		led = led || p.Leader >= 0
+	}
+	if !led {
+		return s.metadataTopic(infos[0], kerr.LeaderNotAvailable)
+	}
+	return s.metadataTopic(infos[0], nil)
+}
+
+// metadataTopic describes t; topicErr, when set, overrides its error.
+func (s *Server) metadataTopic(t TopicInfo, topicErr error) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	name := t.Name
+	mt.Topic = &name
+	if topicErr == nil {
+		topicErr = t.Err
+	}
+	mt.ErrorCode = s.code(topicErr)
+	if t.Err != nil {
+		return mt
+	}
+	mt.TopicID = t.ID
+	mt.IsInternal = t.Internal
+	for _, p := range t.Partitions {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition = p.Partition
+		mp.ErrorCode = s.code(p.Err)
+		mp.Leader = p.Leader
+		mp.LeaderEpoch = p.LeaderEpoch
+		mp.Replicas = nonNil(p.Replicas)
+		mp.ISR = nonNil(p.ISR)
+		mp.OfflineReplicas = nonNil(p.Offline)
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	return mt
+}
+
+// topicIDs maps every topic's id to its name.
+func topicIDs(b Broker) map[[16]byte]string {
+	m := make(map[[16]byte]string)
+	for _, t := range b.Topics(nil) {
+		if t.Err == nil && t.ID != [16]byte{} {
+			m[t.ID] = t.Name
+		}
+	}
+	return m
+}
+
+func nonNil(s []int32) []int32 {
+	if s == nil {
+		return []int32{}
+	}
+	return s
+}

@@ -1,0 +1,47 @@
+package rpc
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// CreatePartitions: v0–3.
+//
+// Each topic's partition count is raised to Count with
+// Broker.CreatePartitions (only validated with validateOnly); the broker
+// answers INVALID_PARTITIONS for a count not above the current one,
+// UNKNOWN_TOPIC_OR_PARTITION... A topic named twice is answered
+// INVALID_REQUEST, a manual assignment INVALID_REPLICA_ASSIGNMENT. The
+// error message is the error's text; the request timeout bounds each
+// change.
+func (s *Server) createPartitions(c *call, req *kmsg.CreatePartitionsRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	count := make(map[string]int, len(req.Topics))
+	for _, rt := range req.Topics {
+		count[rt.Topic]++
+	}
+	for _, rt := range req.Topics {
+		st := kmsg.NewCreatePartitionsResponseTopic()
+		st.Topic = rt.Topic
+		var err error
+		switch {
+		case count[rt.Topic] > 1:
+			err = fmt.Errorf("%w: topic %q is named more than once", kerr.InvalidRequest, rt.Topic)
+		case len(rt.Assignment) > 0:
+			err = fmt.Errorf("%w: manual replica assignment is not supported", kerr.InvalidReplicaAssignment)
+		default:
+			ctx, cancel := timeoutCtx(c.ctx, req.TimeoutMillis)
+			err = s.b.CreatePartitions(ctx, rt.Topic, rt.Count, req.ValidateOnly)
+			cancel()
+			if err == nil && !req.ValidateOnly {
+				s.logger.Info("created partitions", "topic", rt.Topic, "count", rt.Count, "client_id", c.clientID)
+			}
+		}
+		st.ErrorCode = s.code(err)
+		st.ErrorMessage = errMessage(err)
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil
+}

@@ -1,0 +1,132 @@
+// Package rpc is raftlog's Kafka wire-protocol server: it decodes requests
+// with franz-go's kmsg, serves them against a Broker, and encodes the
+// responses. One file per API key, each headed by the versions and
+// behaviour it serves, all registered in one table (handlers.go).
+//
+// rpc defines the small Broker interface it needs; cmd/raftlog wires the
+// cluster into it.
+package rpc
+
+import (
+	"context"
+)
+
+// Broker is what the Kafka front end needs from the node it runs on.
+//
+// Errors that a Kafka client must see as a specific error code wrap the
+// matching *kerr.Error (github.com/twmb/franz-go/pkg/kerr), for example
+// kerr.NotLeaderForPartition or kerr.UnknownTopicOrPartition; rpc maps any
+// other error to kerr.UnknownServerError.
+type Broker interface {
+	// NodeID is this broker's Kafka node id.
+	NodeID() int32
+	// ClusterID is the cluster's id.
+	ClusterID() string
+	// ControllerID is the node id of the current controller, -1 if none.
+	ControllerID() int32
+	// Brokers lists the live brokers with their advertised Kafka address.
+	Brokers() []BrokerInfo
+	// Topics describes the named topics, or every topic when names is nil.
+	// A name that does not exist is returned with Err set (wrapping
+	// kerr.UnknownTopicOrPartition).
+	Topics(names []string) []TopicInfo
+
+	// CreateTopic creates a topic; partitions/replication -1 take the
+	// cluster defaults. validateOnly checks without creating.
+	CreateTopic(ctx context.Context, name string, partitions int32, replication int16, configs map[string]string, validateOnly bool) error
+	// DeleteTopic deletes a topic and its data.
+	DeleteTopic(ctx context.Context, name string) error
+	// CreatePartitions raises a topic's partition count to count.
+	CreatePartitions(ctx context.Context, name string, count int32, validateOnly bool) error
+	// TopicConfigs returns the topic's configuration (every key the broker
+	// knows, defaults included).
+	TopicConfigs(name string) ([]ConfigEntry, error)
+	// AlterTopicConfigs applies incremental changes (op: 0 set, 1 delete,
+	// as IncrementalAlterConfigs).
+	AlterTopicConfigs(ctx context.Context, name string, changes []ConfigChange, validateOnly bool) error
+
+	// Partition returns the replica of topic/partition that this node
+	// leads; kerr.NotLeaderForPartition when another node leads it,
+	// kerr.UnknownTopicOrPartition when it does not exist.
+	Partition(topic string, partition int32) (Partition, error)
+
+	// InitProducerID hands out a producer id and epoch (idempotent
+	// producers); transactionalID is nil for non-transactional ones.
+	InitProducerID(ctx context.Context, transactionalID *string) (id int64, epoch int16, err error)
+}
+
+// Partition is a partition led by this node.
+type Partition interface {
+	// Append replicates one RecordBatch v2 and returns its base offset
+	// (acks: 0, 1 or -1; see replication.Replica.Append). batch is
+	// rewritten in place.
+	Append(ctx context.Context, batch []byte, acks int) (baseOffset int64, err error)
+	// Read returns whole batches from offset up to maxBytes, below the
+	// high watermark (the first batch whole even when larger).
+	Read(offset int64, maxBytes int) ([]byte, error)
+	// HighWatermark is the end of the committed log.
+	HighWatermark() int64
+	// WaitHighWatermark blocks until the high watermark passes past or ctx
+	// ends, and returns it.
+	WaitHighWatermark(ctx context.Context, past int64) int64
+	// LogStartOffset is the first readable offset.
+	LogStartOffset() int64
+	// LeaderEpoch is the current leader epoch (the Raft term).
+	LeaderEpoch() int32
+	// OffsetForTimestamp finds the first committed record with timestamp
+	// at least ts.
+	OffsetForTimestamp(ts int64) (offset, timestamp int64, found bool, err error)
+	// MaxTimestamp returns the largest timestamp and the offset of the
+	// first record that has it (found false when empty).
+	MaxTimestamp() (offset, timestamp int64, found bool, err error)
+	// EndOffsetForEpoch is OffsetForLeaderEpoch: the end offset of the
+	// largest epoch at most epoch, and that epoch; (-1, -1) when unknown.
+	EndOffsetForEpoch(epoch int32) (endOffset int64, leaderEpoch int32, err error)
+	// DeleteRecords moves the log start offset up to offset (-1: the high
+	// watermark) and returns the new log start offset.
+	DeleteRecords(ctx context.Context, offset int64) (int64, error)
+}
+
+// BrokerInfo describes a live broker.
+type BrokerInfo struct {
+	NodeID int32
+	Host   string
+	Port   int32
+	Rack   *string
+}
+
+// TopicInfo describes a topic.
+type TopicInfo struct {
+	Name       string
+	ID         [16]byte
+	Internal   bool
+	Partitions []PartitionInfo
+	Err        error
+}
+
+// PartitionInfo describes a partition.
+type PartitionInfo struct {
+	Partition   int32
+	Leader      int32 // -1 when none
+	LeaderEpoch int32
+	Replicas    []int32
+	ISR         []int32
+	Offline     []int32
+	Err         error // e.g. kerr.LeaderNotAvailable
+}
+
+// ConfigEntry is one topic configuration value.
+type ConfigEntry struct {
+	Name      string
+	Value     *string
+	ReadOnly  bool
+	IsDefault bool
+	Sensitive bool
+}
+
+// ConfigChange is one IncrementalAlterConfigs operation.
+type ConfigChange struct {
+	Name  string
+	Op    int8 // 0 set, 1 delete (2 append, 3 subtract: lists only)
+	Value *string
+}

@@ -1,0 +1,494 @@
+package rpc
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Defaults of the Server options.
+const (
+	// DefaultMaxRequestBytes bounds one request (Kafka's
+	// socket.request.max.bytes).
+	DefaultMaxRequestBytes = 100 << 20
+	// DefaultMaxConnections bounds the open client connections.
+	DefaultMaxConnections = 10000
+	// DefaultMaxInFlight bounds the requests read from one connection and
+	// not yet answered.
+	DefaultMaxInFlight = 32
+)
+
+// ErrServerClosed is returned by Serve once Close was called.
+var ErrServerClosed = errors.New("rpc: server closed")
+
+// defaultTimeout bounds a request that carries no usable timeout of its own.
+const defaultTimeout = 30 * time.Second
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithLogger sets the logger (default: hclog.Default named "kafka").
+func WithLogger(l hclog.Logger) Option {
+	return func(s *Server) {
+		if l != nil {
+			s.logger = l
+		}
+	}
+}
+
+// WithMaxRequestBytes bounds the size of one request; a client announcing
+// a larger one is disconnected. n <= 0 keeps the default (100 MiB).
+func WithMaxRequestBytes(n int) Option {
+	return func(s *Server) {
+		if n > 0 {
+			s.maxRequestBytes = n
+		}
+	}
+}
+
+// WithMaxConnections bounds the open connections; connections past it are
+// closed as soon as they are accepted. n <= 0 keeps the default (10000).
+func WithMaxConnections(n int) Option {
+	return func(s *Server) {
+		if n > 0 {
+			s.maxConns = n
+		}
+	}
+}
+
+// WithMaxInFlight bounds the requests of one connection that were read and
+// are not answered yet; the server stops reading the connection while it
+// is reached. n <= 0 keeps the default (32).
+func WithMaxInFlight(n int) Option {
+	return func(s *Server) {
+		if n > 0 {
+			s.maxInFlight = n
+		}
+	}
+}
+
+// Server serves the Kafka protocol against a Broker.
+//
+// Each connection has a reader goroutine that reads ahead up to
+// MaxInFlight requests and a goroutine that serves them one at a time, in
+// order, writing each response before serving the next request (as Kafka
+// does per connection; a long-poll Fetch therefore delays the requests
+// behind it on the same connection only). Connections are independent.
+type Server struct {
+	b               Broker
+	logger          hclog.Logger
+	maxRequestBytes int
+	maxConns        int
+	maxInFlight     int
+
+	// ctx ends when the server closes; every request's context derives
+	// from it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	closed    bool
+	listeners map[net.Listener]struct{}
+	conns     map[net.Conn]struct{}
+	wg        sync.WaitGroup // connection goroutines
+}
+
+// NewServer returns a server for b; call Serve to accept connections.
+func NewServer(b Broker, opts ...Option) *Server {
+	s := &Server{
+		b:               b,
+		logger:          hclog.Default().Named("kafka"),
+		maxRequestBytes: DefaultMaxRequestBytes,
+		maxConns:        DefaultMaxConnections,
+		maxInFlight:     DefaultMaxInFlight,
+		listeners:       make(map[net.Listener]struct{}),
+		conns:           make(map[net.Conn]struct{}),
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s
+}
+
+// Serve accepts connections on ln until ln fails or the server is closed
+// (then it returns ErrServerClosed). It may be called for several
+// listeners; Close closes them all.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+	}()
+
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.isClosed() {
+				return ErrServerClosed
+			}
+			var te interface{ Temporary() bool }
+			if errors.As(err, &te) && te.Temporary() {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.logger.Warn("accept failed; retrying", "error", err, "backoff", backoff)
+				t := time.NewTimer(backoff)
+				select {
+				case <-t.C:
+				case <-s.ctx.Done():
+					t.Stop()
+					return ErrServerClosed
+				}
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			nc.Close()
+			return ErrServerClosed
+		}
+		if len(s.conns) >= s.maxConns {
+			s.mu.Unlock()
+			s.logger.Warn("too many connections; closing a new one", "remote", nc.RemoteAddr().String(), "max", s.maxConns)
+			nc.Close()
+			continue
+		}
+		s.conns[nc] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serveConn(nc)
+	}
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Close closes the listeners and every connection, ends the requests
+// being served, and waits for the connection goroutines to return.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.wg.Wait()
+		return nil
+	}
+	s.closed = true
+	var err error
+	for ln := range s.listeners {
+		if cerr := ln.Close(); cerr != nil && err == nil && !errors.Is(cerr, net.ErrClosed) {
+			err = cerr
+		}
+	}
+	for nc := range s.conns {
+		nc.Close()
+	}
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	return err
+}
+
+// call is what a handler knows of the request it serves.
+type call struct {
+	// ctx ends when the server closes: the context of work that must not
+	// be abandoned because the client went away (appends).
+	ctx context.Context
+	// poll ends too when the client disconnects: the context of waits
+	// done only for the client (Fetch long poll).
+	poll     context.Context
+	clientID string
+	// start is when the request was read; long polls count from it.
+	start time.Time
+}
+
+func (s *Server) serveConn(nc net.Conn) {
+	remote := nc.RemoteAddr().String()
+	poll, cancelPoll := context.WithCancel(s.ctx)
+	var (
+		frames     = make(chan frame, s.maxInFlight)
+		slots      = make(chan struct{}, s.maxInFlight)
+		done       = make(chan struct{})
+		readerDone = make(chan struct{})
+	)
+	defer func() {
+		if v := recover(); v != nil {
+			s.logger.Error("panic serving a connection; closing it", "remote", remote, "panic", v)
+		}
+		nc.Close()
+		close(done)
+		cancelPoll()
+		<-readerDone
+		s.mu.Lock()
+		delete(s.conns, nc)
+		s.mu.Unlock()
+		s.wg.Done()
+	}()
+
+	go func() {
+		defer close(readerDone)
+		defer close(frames)
+		defer cancelPoll() // the client is gone (or sent garbage): end its long polls
+		defer func() {
+			if v := recover(); v != nil {
+				s.logger.Error("panic reading a connection; closing it", "remote", remote, "panic", v)
+				nc.Close()
+			}
+		}()
+		br := bufio.NewReaderSize(nc, 64<<10)
+		for {
+			select {
+			case slots <- struct{}{}:
+			case <-done:
+				return
+			}
+			body, err := readFrame(br, s.maxRequestBytes)
+			if err != nil {
+				switch {
+				case errors.Is(err, errFrameSize):
+					s.logger.Info("closing connection", "remote", remote, "error", err)
+				case !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed):
+					s.logger.Debug("closing connection", "remote", remote, "error", err)
+				}
+				// The requests already read are still answered; the
+				// serving goroutine then closes the connection.
+				return
+			}
+			frames <- frame{body: body, at: time.Now()} // never blocks: slots bound it
+		}
+	}()
+
+	var out []byte
+	for f := range frames {
+		c := &call{ctx: s.ctx, poll: poll, start: f.at}
+		resp, err := s.handle(c, f.body, out[:0])
+		if err != nil {
+			s.logger.Info("closing connection", "remote", remote, "client_id", c.clientID, "error", err)
+			return
+		}
+		if resp != nil {
+			if _, err := nc.Write(resp); err != nil {
+				s.logger.Debug("write failed; closing connection", "remote", remote, "error", err)
+				return
+			}
+			out = resp
+			if cap(out) > 1<<20 {
+				out = nil // do not pin a large fetch response's buffer
+			}
+		}
+		<-slots
+	}
+}
+
+type frame struct {
+	body []byte
+	at   time.Time
+}
+
+var errFrameSize = errors.New("request size out of range")
+
+// readFrame reads one size-prefixed request. A large request's buffer
+// grows as its bytes arrive, so a client announcing a large size and
+// sending nothing does not make the server allocate it.
+func readFrame(r io.Reader, maxBytes int) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := int64(int32(binary.BigEndian.Uint32(hdr[:])))
+	if n <= 0 || n > int64(maxBytes) {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", errFrameSize, n, maxBytes)
+	}
+	const chunk = 1 << 20
+	buf := make([]byte, min(n, chunk))
+	for have := 0; ; {
+		m, err := io.ReadFull(r, buf[have:])
+		have += m
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		if int64(have) == n {
+			return buf, nil
+		}
+		grown := make([]byte, min(n, int64(2*len(buf))))
+		copy(grown, buf)
+		buf = grown
+	}
+}
+
+// handle serves one request (its size prefix removed) and appends the
+// response, with its size prefix and header, to dst. It returns nil when
+// no response is due (acks=0 Produce) and an error when the connection
+// must be closed: an unknown API key, an unsupported version of anything
+// but ApiVersions, a request that does not decode.
+func (s *Server) handle(c *call, req []byte, dst []byte) ([]byte, error) {
+	r := reader{src: req}
+	key, version, corr := r.int16(), r.int16(), r.int32()
+	clientID, _ := r.nullableString()
+	if r.bad {
+		return nil, fmt.Errorf("short request header (%d bytes)", len(req))
+	}
+	if clientID != nil {
+		c.clientID = *clientID
+	}
+	h, ok := handlers[key]
+	if !ok {
+		return nil, fmt.Errorf("unknown api key %d (version %d)", key, version)
+	}
+	if version < h.min || version > h.max {
+		if key == apiVersionsKey {
+			// As Kafka: a v0 answer any client can read, carrying the
+			// versions we do serve so the client can pick one.
+			resp := kmsg.NewPtrApiVersionsResponse()
+			resp.Version = 0
+			resp.ErrorCode = kerr.UnsupportedVersion.Code
+			resp.ApiKeys = apiKeys()
+			return appendResponse(dst, corr, resp), nil
+		}
+		return nil, fmt.Errorf("%s version %d not in [%d, %d]", kmsg.NameForKey(key), version, h.min, h.max)
+	}
+	kreq := kmsg.RequestForKey(key)
+	if kreq == nil {
+		return nil, fmt.Errorf("api key %d has no request type", key)
+	}
+	kreq.SetVersion(version)
+	if kreq.IsFlexible() {
+		kmsg.SkipTags(&r)
+		if r.bad {
+			return nil, fmt.Errorf("%s v%d: bad request header tags", kmsg.NameForKey(key), version)
+		}
+	}
+	if err := kreq.ReadFrom(r.src); err != nil {
+		return nil, fmt.Errorf("%s v%d: decode: %w", kmsg.NameForKey(key), version, err)
+	}
+	if s.logger.IsTrace() {
+		s.logger.Trace("request", "api", kmsg.NameForKey(key), "version", version, "correlation_id", corr, "client_id", c.clientID)
+	}
+	resp, err := h.serve(s, c, kreq)
+	if err != nil {
+		return nil, fmt.Errorf("%s v%d: %w", kmsg.NameForKey(key), version, err)
+	}
+	if resp == nil {
+		return nil, nil
+	}
+	return appendResponse(dst, corr, resp), nil
+}
+
+// appendResponse appends the size prefix, the response header (the
+// correlation id, and an empty tag section for flexible versions except
+// ApiVersions, whose response header is always v0) and the response body.
+func appendResponse(dst []byte, corr int32, resp kmsg.Response) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(corr))
+	if resp.IsFlexible() && resp.Key() != apiVersionsKey {
+		dst = append(dst, 0)
+	}
+	dst = resp.AppendTo(dst)
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
+	return dst
+}
+
+// reader reads the request header. It implements kmsg.TagReader (with Ok,
+// so kmsg.SkipTags stops on exhausted input).
+type reader struct {
+	src []byte
+	bad bool
+}
+
+func (r *reader) take(n int) []byte {
+	if r.bad || n < 0 || n > len(r.src) {
+		r.bad = true
+		return nil
+	}
+	p := r.src[:n]
+	r.src = r.src[n:]
+	return p
+}
+
+func (r *reader) int16() int16 {
+	if p := r.take(2); p != nil {
+		return int16(binary.BigEndian.Uint16(p))
+	}
+	return 0
+}
+
+func (r *reader) int32() int32 {
+	if p := r.take(4); p != nil {
+		return int32(binary.BigEndian.Uint32(p))
+	}
+	return 0
+}
+
+// nullableString reads an int16-length string; length -1 is null.
+func (r *reader) nullableString() (*string, bool) {
+	n := r.int16()
+	if r.bad {
+		return nil, false
+	}
+	if n == -1 {
+		return nil, true
+	}
+	p := r.take(int(n))
+	if r.bad {
+		return nil, false
+	}
+	str := string(p)
+	return &str, true
+}
+
+// Uvarint reads an unsigned varint of at most 32 bits.
+func (r *reader) Uvarint() uint32 {
+	if r.bad {
+		return 0
+	}
+	v, n := binary.Uvarint(r.src)
+	if n <= 0 || v > 1<<32-1 {
+		r.bad = true
+		return 0
+	}
+	r.src = r.src[n:]
+	return uint32(v)
+}
+
+// Span returns the next n bytes.
+func (r *reader) Span(n int) []byte { return r.take(n) }
+
+// Ok reports whether every read so far succeeded.
+func (r *reader) Ok() bool { return !r.bad }
+
+// timeoutCtx bounds parent by a request's timeout (defaultTimeout when the
+// request has none).
+func timeoutCtx(parent context.Context, ms int32) (context.Context, context.CancelFunc) {
+	d := time.Duration(ms) * time.Millisecond
+	if ms <= 0 {
+		d = defaultTimeout
+	}
+	return context.WithTimeout(parent, d)
+}
