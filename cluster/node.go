@@ -355,6 +355,7 @@ func (n *Node) Close() error {
 	}
 	close(n.stop)
 	n.cancel()
+	n.rpcLayer.Close()
 	n.wg.Wait()
 	var errs []error
 	for _, r := range reps {
@@ -387,6 +388,7 @@ func (n *Node) Kill() {
 	n.mu.Unlock()
 	close(n.stop)
 	n.cancel()
+	n.rpcLayer.Close()
 	n.wg.Wait()
 	for _, r := range reps {
 		r.Kill()

@@ -50,9 +50,17 @@ func (s *Server) metadata(c *call, req *kmsg.MetadataRequest) (kmsg.Response, er
 	}
 
 	autoCreate := req.AllowAutoTopicCreation || req.Version < 4
-	var byID map[[16]byte]string
-	seen := make(map[string]bool, len(req.Topics))
-	var names []string
+	// Answers in request order: an unknown id answers in its place.
+	type slot struct {
+		name  string
+		unkID *[16]byte
+	}
+	var (
+		byID  map[[16]byte]string
+		seen  = make(map[string]bool, len(req.Topics))
+		slots []slot
+		names []string
+	)
 	for _, rt := range req.Topics {
 		var name string
 		switch {
@@ -62,10 +70,8 @@ func (s *Server) metadata(c *call, req *kmsg.MetadataRequest) (kmsg.Response, er
 			}
 			n, ok := byID[rt.TopicID]
 			if !ok {
-				mt := kmsg.NewMetadataResponseTopic()
-				mt.TopicID = rt.TopicID
-				mt.ErrorCode = kerr.UnknownTopicID.Code
-				resp.Topics = append(resp.Topics, mt)
+				id := rt.TopicID
+				slots = append(slots, slot{unkID: &id})
 				continue
 			}
 			name = n
@@ -77,19 +83,32 @@ func (s *Server) metadata(c *call, req *kmsg.MetadataRequest) (kmsg.Response, er
 		if !seen[name] {
 			seen[name] = true
 			names = append(names, name)
+			slots = append(slots, slot{name: name})
 		}
 	}
-	if len(names) == 0 {
-		return resp, nil
+	infos := make(map[string]TopicInfo, len(names))
+	if len(names) > 0 {
+		for _, t := range s.b.Topics(names) {
+			infos[t.Name] = t
+		}
 	}
-	infos := s.b.Topics(names)
-	for i := range infos {
-		t := &infos[i]
-		if t.Err == nil || !autoCreate || !errors.Is(t.Err, kerr.UnknownTopicOrPartition) {
-			resp.Topics = append(resp.Topics, s.metadataTopic(*t, nil))
+	for _, sl := range slots {
+		if sl.unkID != nil {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.TopicID = *sl.unkID
+			mt.ErrorCode = kerr.UnknownTopicID.Code
+			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, s.autoCreate(c, t.Name))
+		t, ok := infos[sl.name]
+		if !ok {
+			t = TopicInfo{Name: sl.name, Err: kerr.UnknownTopicOrPartition}
+		}
+		if t.Err != nil && autoCreate && errors.Is(t.Err, kerr.UnknownTopicOrPartition) {
+			resp.Topics = append(resp.Topics, s.autoCreate(c, sl.name))
+			continue
+		}
+		resp.Topics = append(resp.Topics, s.metadataTopic(t, nil))
 	}
 	return resp, nil
 }
@@ -107,7 +126,9 @@ func (s *Server) autoCreate(c *call, name string) kmsg.MetadataResponseTopic {
 		mt.ErrorCode = s.code(err)
 		return mt
 	}
-	s.logger.Info("auto-created topic", "topic", name, "client_id", c.clientID)
+	if err == nil {
+		s.logger.Info("auto-created topic", "topic", name, "client_id", c.clientID)
+	}
 	infos := s.b.Topics([]string{name})
 	if len(infos) == 0 || infos[0].Err != nil {
 		mt := kmsg.NewMetadataResponseTopic()

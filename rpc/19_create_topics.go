@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -22,17 +23,19 @@ import (
 // v5+ answers the topic's partition count, replication factor and
 // configs, read back with Topics and TopicConfigs after the creation (the
 // requested values with validateOnly); v7+ its id. The request timeout
-// bounds each creation.
+// bounds the whole request.
 func (s *Server) createTopics(c *call, req *kmsg.CreateTopicsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	count := make(map[string]int, len(req.Topics))
 	for _, rt := range req.Topics {
 		count[rt.Topic]++
 	}
+	ctx, cancel := timeoutCtx(c.ctx, req.TimeoutMillis)
+	defer cancel()
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
-		err := s.createTopic(c, req, rt, count[rt.Topic] > 1, &st)
+		err := s.createTopic(ctx, c, req, rt, count[rt.Topic] > 1, &st)
 		if err != nil {
 			st.ErrorCode = s.code(err)
 			st.ErrorMessage = errMessage(err)
@@ -43,7 +46,7 @@ func (s *Server) createTopics(c *call, req *kmsg.CreateTopicsRequest) (kmsg.Resp
 	return resp, nil
 }
 
-func (s *Server) createTopic(c *call, req *kmsg.CreateTopicsRequest, rt kmsg.CreateTopicsRequestTopic, dup bool, st *kmsg.CreateTopicsResponseTopic) error {
+func (s *Server) createTopic(ctx context.Context, c *call, req *kmsg.CreateTopicsRequest, rt kmsg.CreateTopicsRequestTopic, dup bool, st *kmsg.CreateTopicsResponseTopic) error {
 	if dup {
 		return fmt.Errorf("%w: topic %q is named more than once", kerr.InvalidRequest, rt.Topic)
 	}
@@ -60,8 +63,6 @@ func (s *Server) createTopic(c *call, req *kmsg.CreateTopicsRequest, rt kmsg.Cre
 		}
 		configs[cfg.Name] = *cfg.Value
 	}
-	ctx, cancel := timeoutCtx(c.ctx, req.TimeoutMillis)
-	defer cancel()
 	if err := s.b.CreateTopic(ctx, rt.Topic, rt.NumPartitions, rt.ReplicationFactor, configs, req.ValidateOnly); err != nil {
 		return err
 	}

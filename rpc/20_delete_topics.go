@@ -12,7 +12,7 @@ import (
 // UNKNOWN_TOPIC_ID). The broker's errors (UNKNOWN_TOPIC_OR_PARTITION,
 // NOT_CONTROLLER...) are answered per topic, with their text as the error
 // message (v5+); v6 answers the topic id too. The request timeout bounds
-// each deletion.
+// the whole request.
 func (s *Server) deleteTopics(c *call, req *kmsg.DeleteTopicsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	type target struct {
@@ -41,6 +41,8 @@ func (s *Server) deleteTopics(c *call, req *kmsg.DeleteTopicsRequest) (kmsg.Resp
 			targets = append(targets, target{name: &n})
 		}
 	}
+	ctx, cancel := timeoutCtx(c.ctx, req.TimeoutMillis)
+	defer cancel()
 	for _, t := range targets {
 		st := kmsg.NewDeleteTopicsResponseTopic()
 		st.Topic, st.TopicID = t.name, t.id
@@ -56,9 +58,7 @@ func (s *Server) deleteTopics(c *call, req *kmsg.DeleteTopicsRequest) (kmsg.Resp
 					st.TopicID = infos[0].ID
 				}
 			}
-			ctx, cancel := timeoutCtx(c.ctx, req.TimeoutMillis)
 			err = s.b.DeleteTopic(ctx, *t.name)
-			cancel()
 			if err == nil {
 				s.logger.Info("deleted topic", "topic", *t.name, "client_id", c.clientID)
 			}

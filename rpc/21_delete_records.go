@@ -14,7 +14,7 @@ import (
 // start offset is answered as the low watermark. As Kafka, an offset past
 // the high watermark (or below -1) is OFFSET_OUT_OF_RANGE; one below the
 // current log start changes nothing. Errors answer a low watermark of -1.
-// The request timeout bounds each partition.
+// The request timeout bounds the whole request.
 func (s *Server) deleteRecords(c *call, req *kmsg.DeleteRecordsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	type job struct {

@@ -14,14 +14,16 @@ import (
 // answers INVALID_PARTITIONS for a count not above the current one,
 // UNKNOWN_TOPIC_OR_PARTITION... A topic named twice is answered
 // INVALID_REQUEST, a manual assignment INVALID_REPLICA_ASSIGNMENT. The
-// error message is the error's text; the request timeout bounds each
-// change.
+// error message is the error's text; the request timeout bounds the
+// whole request.
 func (s *Server) createPartitions(c *call, req *kmsg.CreatePartitionsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	count := make(map[string]int, len(req.Topics))
 	for _, rt := range req.Topics {
 		count[rt.Topic]++
 	}
+	ctx, cancel := timeoutCtx(c.ctx, req.TimeoutMillis)
+	defer cancel()
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = rt.Topic
@@ -32,9 +34,7 @@ func (s *Server) createPartitions(c *call, req *kmsg.CreatePartitionsRequest) (k
 		case len(rt.Assignment) > 0:
 			err = fmt.Errorf("%w: manual replica assignment is not supported", kerr.InvalidReplicaAssignment)
 		default:
-			ctx, cancel := timeoutCtx(c.ctx, req.TimeoutMillis)
 			err = s.b.CreatePartitions(ctx, rt.Topic, rt.Count, req.ValidateOnly)
-			cancel()
 			if err == nil && !req.ValidateOnly {
 				s.logger.Info("created partitions", "topic", rt.Topic, "count", rt.Count, "client_id", c.clientID)
 			}

@@ -30,13 +30,15 @@ func testLogger() hclog.Logger {
 
 // startServer serves b on 127.0.0.1:0 and returns the address; the server
 // is closed at cleanup.
-func startServer(t testing.TB, b *memBroker, opts ...Option) (*Server, string) {
+func startServer(t testing.TB, b Broker, opts ...Option) (*Server, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.port.Store(int32(ln.Addr().(*net.TCPAddr).Port))
+	if pb, ok := b.(interface{ setPort(int32) }); ok {
+		pb.setPort(int32(ln.Addr().(*net.TCPAddr).Port))
+	}
 	s := NewServer(b, append([]Option{WithLogger(testLogger())}, opts...)...)
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ln) }()

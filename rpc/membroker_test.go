@@ -76,6 +76,8 @@ func (b *memBroker) close() {
 	b.topics = map[string]*memTopic{}
 }
 
+func (b *memBroker) setPort(p int32) { b.port.Store(p) }
+
 func (b *memBroker) NodeID() int32       { return b.node }
 func (b *memBroker) ClusterID() string   { return "mem-cluster" }
 func (b *memBroker) ControllerID() int32 { return b.node }

@@ -572,3 +572,56 @@ func TestFetchSessions(t *testing.T) {
 		}
 	}
 }
+
+// panicBroker panics on the topic "boom".
+type panicBroker struct{ *memBroker }
+
+func (b panicBroker) Topics(names []string) []TopicInfo {
+	if slices.Contains(names, "boom") {
+		panic("boom topics")
+	}
+	return b.memBroker.Topics(names)
+}
+
+func (b panicBroker) Partition(topic string, partition int32) (Partition, error) {
+	if topic == "boom" {
+		panic("boom partition")
+	}
+	return b.memBroker.Partition(topic, partition)
+}
+
+// TestPanicClosesConnection: a handler's panic (in the connection's
+// goroutine or in one a request started) closes that connection only.
+func TestPanicClosesConnection(t *testing.T) {
+	b := newMemBroker(t)
+	if err := b.CreateTopic(testCtx(t), "ok", 1, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	_, addr := startServer(t, panicBroker{b})
+	other := dialRaw(t, addr)
+	other.roundTrip(apiVersionsReq(3))
+
+	r := dialRaw(t, addr)
+	md := kmsg.NewPtrMetadataRequest()
+	md.SetVersion(12)
+	md.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("boom")}}
+	r.write(md)
+	r.expectClosed()
+
+	// Produce to two partitions: the panic is in a per-partition goroutine.
+	r = dialRaw(t, addr)
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(9)
+	req.Acks, req.TimeoutMillis = -1, 5000
+	rec := kmsg.NewProduceRequestTopicPartition()
+	rec.Records = testBatch(1, "x", time.Now().UnixMilli())
+	req.Topics = []kmsg.ProduceRequestTopic{
+		{Topic: "ok", Partitions: []kmsg.ProduceRequestTopicPartition{rec}},
+		{Topic: "boom", Partitions: []kmsg.ProduceRequestTopicPartition{rec}},
+	}
+	r.write(req)
+	r.expectClosed()
+
+	other.roundTrip(apiVersionsReq(3))
+	expectGoodConn(t, addr)
+}
