@@ -74,7 +74,9 @@ func (b broker) CreateTopic(ctx context.Context, name string, partitions int32, 
 	return b.n.CreateTopic(ctx, name, partitions, replication, configs, validateOnly)
 }
 
-func (b broker) DeleteTopic(ctx context.Context, name string) error { return b.n.DeleteTopic(ctx, name) }
+func (b broker) DeleteTopic(ctx context.Context, name string) error {
+	return b.n.DeleteTopic(ctx, name)
+}
 
 func (b broker) CreatePartitions(ctx context.Context, name string, count int32, validateOnly bool) error {
 	return b.n.CreatePartitions(ctx, name, count, validateOnly)
@@ -143,8 +145,10 @@ func (p partition) Append(ctx context.Context, batch []byte, acks int) (int64, e
 	return off, err
 }
 
-func (p partition) Read(offset int64, maxBytes int) ([]byte, error) { return p.r.Read(offset, maxBytes) }
-func (p partition) HighWatermark() int64                           { return p.r.HighWatermark() }
+func (p partition) Read(offset int64, maxBytes int) ([]byte, error) {
+	return p.r.Read(offset, maxBytes)
+}
+func (p partition) HighWatermark() int64 { return p.r.HighWatermark() }
 func (p partition) WaitHighWatermark(ctx context.Context, past int64) int64 {
 	return p.r.WaitHighWatermark(ctx, past)
 }
