@@ -566,3 +566,32 @@ func (r *Replica) EndOffsetForEpoch(epoch int32) (int64, int32, error) {
 	}
 	return end, best, nil
 }
+
+// ReadRecords is Read for Kafka consumers: the control batches of Raft
+// and raftlog (configuration, noop, markers) are left out, since some
+// clients (segmentio/kafka-go) hand control records to the application.
+// Consumers skip the offsets they held, as they skip compacted ones. When
+// everything read is control batches it reads on, a bounded number of
+// times.
+func (r *Replica) ReadRecords(offset int64, maxBytes int) ([]byte, error) {
+	for range 16 {
+		p, err := r.Read(offset, maxBytes)
+		if err != nil || len(p) == 0 {
+			return p, err
+		}
+		out := p[:0]
+		var next int64
+		log.Batches(p, func(b log.Batch) bool {
+			next = b.NextOffset()
+			if !b.IsControl() {
+				out = append(out, b...) // moves left within p: out never passes the batch being read
+			}
+			return true
+		})
+		if len(out) > 0 {
+			return out, nil
+		}
+		offset = next
+	}
+	return nil, nil
+}

@@ -146,7 +146,7 @@ func (p partition) Append(ctx context.Context, batch []byte, acks int) (int64, e
 }
 
 func (p partition) Read(offset int64, maxBytes int) ([]byte, error) {
-	return p.r.Read(offset, maxBytes)
+	return p.r.ReadRecords(offset, maxBytes)
 }
 func (p partition) HighWatermark() int64 { return p.r.HighWatermark() }
 func (p partition) WaitHighWatermark(ctx context.Context, past int64) int64 {

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestSarama: IBM/sarama's sync producer and partition consumer.
+func TestSarama(t *testing.T) {
+	c := startTestCluster(t, 3)
+	c.createTopic("sarama", 2, 3)
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V2_8_0_0
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Producer.Retry.Max = 50
+	cfg.Producer.Retry.Backoff = 100 * time.Millisecond
+	cfg.Metadata.Retry.Max = 50
+	cfg.Metadata.Retry.Backoff = 100 * time.Millisecond
+	prod, err := sarama.NewSyncProducer(c.bootstrap, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	const n = 200
+	for i := 0; i < n; i++ {
+		if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: "sarama", Partition: int32(i % 2),
+			Key: sarama.StringEncoder(fmt.Sprintf("k%d", i)), Value: sarama.StringEncoder(fmt.Sprintf("v%d", i))}); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	consumer, err := sarama.NewConsumer(c.bootstrap, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer consumer.Close()
+	got := 0
+	for p := int32(0); p < 2; p++ {
+		pc, err := consumer.ConsumePartition("sarama", p, sarama.OffsetOldest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.After(60 * time.Second)
+		for want := n / 2; want > 0; {
+			select {
+			case m := <-pc.Messages():
+				if string(m.Value) == "warmup" {
+					continue
+				}
+				got++
+				want--
+			case err := <-pc.Errors():
+				t.Fatalf("partition %d: %v", p, err)
+			case <-deadline:
+				t.Fatalf("partition %d: %d records missing", p, want)
+			}
+		}
+		pc.Close()
+	}
+	if got != n {
+		t.Fatalf("consumed %d of %d", got, n)
+	}
+}
+
+// TestKafkaGo: segmentio/kafka-go's Writer and Reader (no groups).
+func TestKafkaGo(t *testing.T) {
+	c := startTestCluster(t, 3)
+	c.createTopic("kgo-seg", 1, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	w := &kafkago.Writer{Addr: kafkago.TCP(c.bootstrap...), Topic: "kgo-seg", RequiredAcks: kafkago.RequireAll,
+		MaxAttempts: 50, BatchTimeout: 5 * time.Millisecond}
+	defer w.Close()
+	const n = 100
+	var msgs []kafkago.Message
+	for i := 0; i < n; i++ {
+		msgs = append(msgs, kafkago.Message{Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf("v%03d", i))})
+	}
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	r := kafkago.NewReader(kafkago.ReaderConfig{Brokers: c.bootstrap, Topic: "kgo-seg", Partition: 0, MaxWait: 200 * time.Millisecond})
+	defer r.Close()
+	got := 0
+	for got < n {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			t.Fatalf("read after %d: %v", got, err)
+		}
+		if string(m.Value) == "warmup" {
+			continue
+		}
+		if want := fmt.Sprintf("v%03d", got); string(m.Value) != want {
+			t.Fatalf("record %d is %s, want %s", got, m.Value, want)
+		}
+		got++
+	}
+}
+
+// TestKcat: librdkafka through kcat, from the shell: produce, then
+// consume. kcat comes from Debian's package; .ci/run installs it.
+func TestKcat(t *testing.T) {
+	path, err := exec.LookPath("kcat")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("kcat is not installed (CI must install it: apt-get install kcat)")
+		}
+		t.Skip("kcat not installed")
+	}
+	c := startTestCluster(t, 3)
+	c.createTopic("kcat", 1, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var in bytes.Buffer
+	for i := 0; i < 50; i++ {
+		fmt.Fprintf(&in, "line-%02d\n", i)
+	}
+	prod := exec.CommandContext(ctx, path, "-b", strings.Join(c.bootstrap, ","), "-t", "kcat", "-P", "-X", "acks=all")
+	prod.Stdin = &in
+	if out, err := prod.CombinedOutput(); err != nil {
+		t.Fatalf("kcat produce: %v\n%s", err, out)
+	}
+	cons := exec.CommandContext(ctx, path, "-b", strings.Join(c.bootstrap, ","), "-t", "kcat", "-C", "-e", "-o", "beginning", "-f", "%s\n")
+	out, err := cons.Output()
+	if err != nil {
+		t.Fatalf("kcat consume: %v\n%s", err, out)
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if l != "warmup" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 50 || lines[0] != "line-00" || lines[49] != "line-49" {
+		t.Fatalf("kcat read %d lines: %q", len(lines), lines)
+	}
+	meta, err := exec.CommandContext(ctx, path, "-b", c.bootstrap[0], "-L").CombinedOutput()
+	if err != nil || !strings.Contains(string(meta), "3 brokers") {
+		t.Fatalf("kcat -L: %v\n%s", err, meta)
+	}
+}
+
+var _ = kgo.NewClient
