@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestThreeServeProcesses builds the binary and runs three `raftlog serve`
+// processes configured through RAFTLOG_* variables; a kgo client produces
+// and consumes; one process is killed with SIGKILL and production goes on;
+// SIGTERM stops the rest cleanly.
+func TestThreeServeProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "raftlog")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	const n = 3
+	var kafka, gossip, httpAddrs []string
+	for i := 0; i < n; i++ {
+		kafka = append(kafka, freeAddr(t))
+		gossip = append(gossip, freeAddr(t))
+		httpAddrs = append(httpAddrs, freeAddr(t))
+	}
+	dir := t.TempDir()
+	procs := make([]*exec.Cmd, n)
+	for i := 0; i < n; i++ {
+		cmd := exec.Command(bin, "serve")
+		cmd.Env = append(os.Environ(),
+			fmt.Sprintf("RAFTLOG_NODE_ID=%d", i+1),
+			"RAFTLOG_DATA_DIR="+filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
+			"RAFTLOG_KAFKA_ADDR="+kafka[i], "RAFTLOG_RAFT_ADDR="+freeAddr(t),
+			"RAFTLOG_GOSSIP_ADDR="+gossip[i], "RAFTLOG_HTTP_ADDR="+httpAddrs[i],
+			"RAFTLOG_JOIN="+strings.Join(gossip, ","), "RAFTLOG_LOG_LEVEL=warn", "RAFTLOG_LOG_JSON=true",
+			"RAFTLOG_DEFAULT_PARTITIONS=2")
+		logf, err := os.Create(filepath.Join(dir, fmt.Sprintf("n%d.log", i+1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs[i] = cmd
+		t.Cleanup(func() {
+			if cmd.ProcessState == nil {
+				cmd.Process.Kill()
+				cmd.Wait()
+			}
+			logf.Close()
+			if t.Failed() {
+				b, _ := os.ReadFile(logf.Name())
+				t.Logf("log of node %d:\n%s", i+1, tail(string(b), 3000))
+			}
+		})
+	}
+	// /readyz on every node.
+	deadline := time.Now().Add(60 * time.Second)
+	for i := 0; i < n; i++ {
+		for {
+			resp, err := http.Get("http://" + httpAddrs[i] + "/readyz")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d never ready", i+1)
+			}
+			time.Sleep(100 * time.Millisecond) // polling readiness with a deadline
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	// Auto-created topic (2 partitions by RAFTLOG_DEFAULT_PARTITIONS).
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kafka...), kgo.DefaultProduceTopic("proc"), kgo.AllowAutoTopicCreation(),
+		kgo.RecordRetries(1000), kgo.RecordDeliveryTimeout(60*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	acked := map[string]bool{}
+	produce := func(from, count int) {
+		for i := from; i < from+count; i++ {
+			v := fmt.Sprintf("p%04d", i)
+			if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatalf("produce %s: %v", v, err)
+			}
+			acked[v] = true
+		}
+	}
+	produce(0, 100)
+	procs[2].Process.Signal(syscall.SIGKILL)
+	procs[2].Wait()
+	produce(100, 100)
+	cons, err := kgo.NewClient(kgo.SeedBrokers(kafka[:2]...), kgo.ConsumeTopics("proc"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	for len(acked) > 0 {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("%d acknowledged records never read", len(acked))
+		}
+		fs.EachRecord(func(r *kgo.Record) { delete(acked, string(r.Value)) })
+	}
+	// SIGTERM: clean shutdown, exit status 0.
+	for i := 0; i < 2; i++ {
+		procs[i].Process.Signal(syscall.SIGTERM)
+	}
+	for i := 0; i < 2; i++ {
+		done := make(chan error, 1)
+		go func() { done <- procs[i].Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("node %d exit after SIGTERM: %v", i+1, err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("node %d did not stop after SIGTERM", i+1)
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
