@@ -107,3 +107,17 @@ func TestDevCommand(t *testing.T) {
 		t.Fatalf("no instructions printed:\n%s", out.String())
 	}
 }
+
+// TestOperationsDocListsEveryFlag: the configuration reference in
+// docs/operations.md is the generated table (`raftlog flag-table`).
+func TestOperationsDocListsEveryFlag(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tbl bytes.Buffer
+	flagTable(&tbl)
+	if !bytes.Contains(doc, tbl.Bytes()) {
+		t.Fatalf("docs/operations.md does not hold the current flag table; regenerate it with `go run ./cmd/raftlog flag-table`:\n%s", tbl.String())
+	}
+}

@@ -36,6 +36,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if len(args) >= 2 && args[1] == "dump" {
 			return runLogDump(args[2:], stdout, stderr)
 		}
+	case "flag-table":
+		flagTable(stdout)
+		return 0
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
