@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -98,7 +100,7 @@ func (c *testCluster) createTopic(name string, partitions int32, rf int16) {
 	defer cancel()
 	for {
 		resp, err := adm.CreateTopic(ctx, partitions, rf, nil, name)
-		if err == nil && resp.Err == nil {
+		if errors.Is(err, kerr.TopicAlreadyExists) || (err == nil && (resp.Err == nil || errors.Is(resp.Err, kerr.TopicAlreadyExists))) {
 			break
 		}
 		if ctx.Err() != nil {

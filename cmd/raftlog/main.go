@@ -15,6 +15,9 @@ Usage:
   raftlog dev [--nodes 3] [--dir DIR] [--kafka-port 9092] [--exit]
                                start a local cluster in this process and show it working
   raftlog serve [flags]        run one node (flags and RAFTLOG_* variables: raftlog serve -h)
+  raftlog topic create|list|describe|delete [--bootstrap ADDRS] [--partitions N] [--replication-factor N] [--config k=v] [NAME]
+  raftlog produce --topic T [--key-sep SEP]    one record per line of standard input, acks=all
+  raftlog consume --topic T [--from start|end] [--count N] [--exit]
   raftlog log dump PATH...     list the batches of segment files or partition directories and verify their indexes
 `
 
@@ -36,6 +39,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if len(args) >= 2 && args[1] == "dump" {
 			return runLogDump(args[2:], stdout, stderr)
 		}
+	case "topic":
+		return runTopic(args[1:], stdout, stderr)
+	case "produce":
+		return runProduce(args[1:], os.Stdin, stdout, stderr)
+	case "consume":
+		return runConsume(args[1:], stdout, stderr)
 	case "flag-table":
 		flagTable(stdout)
 		return 0

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestAdminAndCLI: kadm's admin calls and the raftlog client commands
+// against a running cluster.
+func TestAdminAndCLI(t *testing.T) {
+	c := startTestCluster(t, 3)
+	bs := strings.Join(c.bootstrap, ",")
+	var out, errb bytes.Buffer
+	if code := run([]string{"topic", "create", "--bootstrap", bs, "--partitions", "2", "--config", "retention.ms=3600000", "cli"}, &out, &errb); code != 0 {
+		t.Fatalf("topic create: %d %s", code, errb.String())
+	}
+	c.createTopic("cli", 2, 3) // waits for leaders (the create itself reports exists)
+	out.Reset()
+	if code := run([]string{"topic", "list", "--bootstrap", bs}, &out, &errb); code != 0 || !strings.Contains(out.String(), "cli\t2 partitions") {
+		t.Fatalf("topic list: %d %q %s", code, out.String(), errb.String())
+	}
+	var in bytes.Buffer
+	for i := 0; i < 20; i++ {
+		fmt.Fprintf(&in, "k%d:v%d\n", i, i)
+	}
+	if code := runProduce([]string{"--bootstrap", bs, "--topic", "cli", "--key-sep", ":"}, &in, &out, &errb); code != 0 {
+		t.Fatalf("produce: %d %s", code, errb.String())
+	}
+	out.Reset()
+	if code := runConsume([]string{"--bootstrap", bs, "--topic", "cli", "--exit"}, &out, &errb); code != 0 {
+		t.Fatalf("consume: %d %s", code, errb.String())
+	}
+	if n := strings.Count(out.String(), "\tv"); n != 20 {
+		t.Fatalf("consumed %d records:\n%s", n, out.String())
+	}
+	out.Reset()
+	if code := run([]string{"topic", "describe", "--bootstrap", bs, "cli"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "partition 1 leader") {
+		t.Fatalf("describe: %d %q %s", code, out.String(), errb.String())
+	}
+
+	adm := kadm.NewClient(c.client())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := adm.CreatePartitions(ctx, 1, "cli"); err != nil {
+		t.Fatal(err)
+	}
+	// Every node learns the new partition within a moment.
+	for {
+		td, err := adm.ListTopics(ctx, "cli")
+		if err == nil && len(td["cli"].Partitions) == 3 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("after CreatePartitions: %v %+v", err, td["cli"])
+		}
+		time.Sleep(100 * time.Millisecond) // retrying until the deadline
+	}
+	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.bytes", Value: kadm.StringPtr("1048576")}}, "cli"); err != nil {
+		t.Fatal(err)
+	}
+	rcs, err := adm.DescribeTopicConfigs(ctx, "cli")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, _ := rcs.On("cli", nil)
+	got := map[string]string{}
+	for _, cfg := range rc.Configs {
+		got[cfg.Key] = cfg.MaybeValue()
+	}
+	if got["retention.bytes"] != "1048576" || got["retention.ms"] != "3600000" {
+		t.Fatalf("configs %v", got)
+	}
+	// The new partition elects its leader in a moment.
+	var starts, ends kadm.ListedOffsets
+	for {
+		starts, err = adm.ListStartOffsets(ctx, "cli")
+		if err == nil {
+			ends, err = adm.ListEndOffsets(ctx, "cli")
+		}
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond) // retrying until the deadline
+	}
+	s0, _ := starts.Lookup("cli", 0)
+	e0, _ := ends.Lookup("cli", 0)
+	if s0.Offset != 0 || e0.Offset <= 0 {
+		t.Fatalf("offsets of cli-0: start %d end %d", s0.Offset, e0.Offset)
+	}
+	// DeleteRecords up to the end moves the log start.
+	os := kadm.Offsets{}
+	os.Add(kadm.Offset{Topic: "cli", Partition: 0, At: e0.Offset})
+	dr, err := adm.DeleteRecords(ctx, os)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := dr.Lookup("cli", 0); !ok || r.Err != nil || r.LowWatermark != e0.Offset {
+		t.Fatalf("delete records: %+v", r)
+	}
+	var ep kadm.OffsetForLeaderEpochRequest
+	ep.Add("cli", 0, e0.LeaderEpoch)
+	le, err := adm.OffsetForLeaderEpoch(ctx, ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := le["cli"][0]; !ok || r.Err != nil || r.EndOffset <= 0 {
+		t.Fatalf("offset for leader epoch: %+v", r)
+	}
+	if code := run([]string{"topic", "delete", "--bootstrap", bs, "cli"}, &out, &errb); code != 0 {
+		t.Fatalf("topic delete: %d %s", code, errb.String())
+	}
+}
+
+// TestCompressionCodecs: batches are stored as the producer sent them,
+// whatever the codec, and read back by the consumer.
+func TestCompressionCodecs(t *testing.T) {
+	c := startTestCluster(t, 3)
+	codecs := map[string]kgo.CompressionCodec{
+		"gzip": kgo.GzipCompression(), "snappy": kgo.SnappyCompression(),
+		"lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression(),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for name, codec := range codecs {
+		topic := "z-" + name
+		c.createTopic(topic, 1, 3)
+		prod := c.client(kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(codec), kgo.ProducerLinger(5*time.Millisecond))
+		var rs []*kgo.Record
+		for i := 0; i < 500; i++ {
+			rs = append(rs, &kgo.Record{Value: []byte(fmt.Sprintf("%s-%04d-%s", name, i, strings.Repeat("x", 100)))})
+		}
+		if err := prod.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		cons := c.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		got := consumeAll(t, cons, 500, 60*time.Second)
+		if len(got[0]) != 500 || !strings.HasPrefix(string(got[0][499].Value), fmt.Sprintf("%s-0499", name)) {
+			t.Fatalf("%s: read %d records", name, len(got[0]))
+		}
+	}
+}
