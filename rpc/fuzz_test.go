@@ -92,7 +92,9 @@ func FuzzRequest(f *testing.F) {
 	cancel()
 
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// A short bound: an input that waits (a produce timeout, a long
+		// poll) must not stall the fuzzer past its deadline.
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		c := &call{ctx: ctx, poll: done, start: time.Now()}
 		out, err := s.handle(c, data, nil)
