@@ -21,6 +21,7 @@ type fsm struct {
 	// onMarker is called with each applied rejoin marker's payload.
 	onMarker func(m marker)
 	onError  func(error)
+	onBatch  func(b log.Batch) // every applied produced batch
 
 	mu      sync.Mutex
 	hw      int64         // high watermark: offsets below it are committed
@@ -92,6 +93,8 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 		out[i] = AppliedEntry{BaseOffset: pos.offset, NextOffset: pos.next}
 		if b := log.Batch(l.Data); len(b) >= log.BatchHeaderSize && b.IsControl() {
 			f.applyCommand(b)
+		} else if len(b) >= log.BatchHeaderSize && f.onBatch != nil {
+			f.onBatch(b)
 		}
 	}
 	if last > 0 {

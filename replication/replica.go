@@ -135,6 +135,8 @@ type Replica struct {
 
 	nonce     uint64
 	recovered atomic.Bool
+	prod      *producers
+	appendMu  sync.Mutex // checks and enqueues in one order
 	gateMu    sync.Mutex
 	gateSince time.Time
 	gateWhy   string
@@ -251,6 +253,21 @@ func Open(cfg Config) (*Replica, error) {
 		}
 	}
 	r.fsm.onMarker = r.onMarker
+	r.prod = newProducers()
+	r.fsm.onBatch = r.prod.observe
+	// The producer state of what is committed and before the entries Raft
+	// will apply again (the snapshot's end): rebuilt from batch headers.
+	if from := max(r.log.StartOffset(), r.store.firstOffset()); from < hw {
+		if err := r.log.WalkBatches(from, func(h log.Batch) bool {
+			if h.BaseOffset() >= hw {
+				return false
+			}
+			r.prod.observe(h)
+			return true
+		}); err != nil {
+			return fail(fmt.Errorf("replication: rebuild producer state: %w", err))
+		}
+	}
 	r.fsm.onError = func(err error) { r.logger.Error("apply failed", "error", err) }
 
 	// The vote guard's decision.
@@ -410,11 +427,44 @@ func (r *Replica) Append(ctx context.Context, batch []byte, acks int) (int64, er
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
+	b := log.Batch(batch)
+	r.appendMu.Lock()
+	dup, reg, err := r.prod.check(b)
+	if err != nil {
+		r.appendMu.Unlock()
+		return -1, err
+	}
+	if dup != nil {
+		r.appendMu.Unlock()
+		// A retry of a batch already written (or in flight): its offset.
+		if dup.done != nil {
+			select {
+			case <-dup.done:
+			case <-ctx.Done():
+				return -1, ctx.Err()
+			}
+		}
+		if dup.err != nil {
+			return -1, r.notLeader()
+		}
+		return dup.offset, nil
+	}
 	f := r.raft.Apply(batch, timeout)
+	r.appendMu.Unlock()
 	if acks == AcksNone {
+		if reg != nil {
+			go func() {
+				if err := f.Error(); err != nil {
+					r.prod.fail(reg, b.ProducerID(), err)
+				}
+			}()
+		}
 		return -1, nil
 	}
 	if err := f.Error(); err != nil {
+		if reg != nil {
+			r.prod.fail(reg, b.ProducerID(), err)
+		}
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
 			return -1, r.notLeader()
 		}

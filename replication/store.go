@@ -358,3 +358,14 @@ func (s *logStore) reset(index uint64) error {
 	s.next = index + 1
 	return s.writeAnchor(anchor{index: index + 1, offset: s.log.EndOffset()})
 }
+
+// firstOffset is the offset of the first entry the store holds (the log
+// end when it holds none).
+func (s *logStore) firstOffset() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if len(s.ents) == 0 {
+		return s.log.EndOffset()
+	}
+	return s.ents[0].offset
+}

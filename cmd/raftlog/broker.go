@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"net"
 	"strconv"
 
@@ -139,10 +141,19 @@ type partition struct{ r *replication.Replica }
 
 func (p partition) Append(ctx context.Context, batch []byte, acks int) (int64, error) {
 	off, err := p.r.Append(ctx, batch, acks)
-	if _, ok := err.(*replication.NotLeaderError); ok {
+	switch {
+	case err == nil:
+		return off, nil
+	case errors.As(err, new(*replication.NotLeaderError)):
 		return -1, kerr.NotLeaderForPartition
+	case errors.Is(err, replication.ErrOutOfOrderSequence):
+		return -1, fmt.Errorf("%w: %v", kerr.OutOfOrderSequenceNumber, err)
+	case errors.Is(err, replication.ErrProducerFenced):
+		return -1, fmt.Errorf("%w: %v", kerr.InvalidProducerEpoch, err)
+	case errors.Is(err, replication.ErrDuplicateSequence):
+		return -1, fmt.Errorf("%w: %v", kerr.DuplicateSequenceNumber, err)
 	}
-	return off, err
+	return -1, err
 }
 
 func (p partition) Read(offset int64, maxBytes int) ([]byte, error) {
