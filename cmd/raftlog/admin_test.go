@@ -65,20 +65,28 @@ func TestAdminAndCLI(t *testing.T) {
 	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.bytes", Value: kadm.StringPtr("1048576")}}, "cli"); err != nil {
 		t.Fatal(err)
 	}
-	rcs, err := adm.DescribeTopicConfigs(ctx, "cli")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, _ := rcs.On("cli", nil)
-	got := map[string]string{}
-	for _, cfg := range rc.Configs {
-		got[cfg.Key] = cfg.MaybeValue()
-	}
-	if got["retention.bytes"] != "1048576" || got["retention.ms"] != "3600000" {
-		t.Fatalf("configs %v", got)
+	// Every node applies the change within a moment.
+	for {
+		rcs, err := adm.DescribeTopicConfigs(ctx, "cli")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, _ := rcs.On("cli", nil)
+		got := map[string]string{}
+		for _, cfg := range rc.Configs {
+			got[cfg.Key] = cfg.MaybeValue()
+		}
+		if got["retention.bytes"] == "1048576" && got["retention.ms"] == "3600000" {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("configs %v", got)
+		}
+		time.Sleep(100 * time.Millisecond) // retrying until the deadline
 	}
 	// The new partition elects its leader in a moment.
 	var starts, ends kadm.ListedOffsets
+	var err error
 	for {
 		starts, err = adm.ListStartOffsets(ctx, "cli")
 		if err == nil {
