@@ -449,3 +449,17 @@ func validateConfigs(c map[string]string) error {
 	}
 	return nil
 }
+
+// CommitOffsets stores a consumer group's committed offsets through the
+// controller (replicated, so a coordinator change loses none).
+func (n *Node) CommitOffsets(ctx context.Context, group string, offs []GroupOffset) error {
+	_, err := n.controllerAppend(ctx, command{Op: "commit_offsets", Group: group, Offsets: offs})
+	return err
+}
+
+// DeleteOffsets deletes committed offsets (all of the group's when offs is
+// empty).
+func (n *Node) DeleteOffsets(ctx context.Context, group string, offs []GroupOffset) error {
+	_, err := n.controllerAppend(ctx, command{Op: "delete_offsets", Group: group, Offsets: offs})
+	return err
+}

@@ -27,6 +27,10 @@ type command struct {
 	Assignment [][]int32         `json:"assignment,omitempty"` // replicas per partition (new ones for create_partitions)
 	Configs    map[string]string `json:"configs,omitempty"`
 	Deletes    []string          `json:"deletes,omitempty"`
+	// commit_offsets, delete_offsets
+	Group   string        `json:"group,omitempty"`
+	Offsets []GroupOffset `json:"offsets,omitempty"`
+	// delete_offsets with no Offsets deletes all of the group's.
 	// alloc_producer_id: the id is the offset of the command.
 }
 
@@ -38,17 +42,29 @@ type Topic struct {
 	Configs    map[string]string
 }
 
+// GroupOffset is a committed consumer-group offset.
+type GroupOffset struct {
+	Topic       string `json:"t"`
+	Partition   int32  `json:"p"`
+	Offset      int64  `json:"o"`
+	LeaderEpoch int32  `json:"e"`
+	Metadata    string `json:"m,omitempty"`
+}
+
 // Meta is the applied metadata.
 type Meta struct {
 	mu        sync.RWMutex
 	clusterID string
 	topics    map[string]*Topic
-	applied   int64 // offset after the last applied command
-	changed   chan struct{}
+	// offsets are the consumer groups' committed offsets, by group, then
+	// "topic/partition".
+	offsets map[string]map[string]GroupOffset
+	applied int64 // offset after the last applied command
+	changed chan struct{}
 }
 
 func newMeta() *Meta {
-	return &Meta{topics: map[string]*Topic{}, changed: make(chan struct{})}
+	return &Meta{topics: map[string]*Topic{}, offsets: map[string]map[string]GroupOffset{}, changed: make(chan struct{})}
 }
 
 // ClusterID is the id chosen when the cluster was first started.
@@ -173,6 +189,26 @@ func (m *Meta) applyOne(c command, offset int64) {
 				delete(t.Configs, k)
 			}
 		}
+	case "commit_offsets":
+		g := m.offsets[c.Group]
+		if g == nil {
+			g = map[string]GroupOffset{}
+			m.offsets[c.Group] = g
+		}
+		for _, o := range c.Offsets {
+			g[fmt.Sprintf("%s/%d", o.Topic, o.Partition)] = o
+		}
+	case "delete_offsets":
+		if len(c.Offsets) == 0 {
+			delete(m.offsets, c.Group)
+			return
+		}
+		for _, o := range c.Offsets {
+			delete(m.offsets[c.Group], fmt.Sprintf("%s/%d", o.Topic, o.Partition))
+		}
+		if len(m.offsets[c.Group]) == 0 {
+			delete(m.offsets, c.Group)
+		}
 	case "alloc_producer_id":
 		// Nothing to hold: the id is the command's offset.
 	}
@@ -189,4 +225,40 @@ func encodeCommand(c command) []byte {
 	v, _ := json.Marshal(c)
 	return log.BuildBatch(nil, log.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
 		[]log.Record{{Value: v, Timestamp: nowMillis()}})
+}
+
+// GroupOffsets returns a group's committed offsets, of the given topics
+// (all when topics is nil), sorted.
+func (m *Meta) GroupOffsets(group string, topics []string) []GroupOffset {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	want := map[string]bool{}
+	for _, t := range topics {
+		want[t] = true
+	}
+	var out []GroupOffset
+	for _, o := range m.offsets[group] {
+		if topics == nil || want[o.Topic] {
+			out = append(out, o)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out
+}
+
+// OffsetGroups lists the groups with committed offsets.
+func (m *Meta) OffsetGroups() []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var out []string
+	for g := range m.offsets {
+		out = append(out, g)
+	}
+	sort.Strings(out)
+	return out
 }

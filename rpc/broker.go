@@ -130,3 +130,44 @@ type ConfigChange struct {
 	Op    int8 // 0 set, 1 delete (2 append, 3 subtract: lists only)
 	Value *string
 }
+
+// GroupBroker is what the consumer-group coordinator needs besides Broker.
+// A Broker that also implements it serves the group APIs (FindCoordinator,
+// JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+// ListGroups, DescribeGroups, DeleteGroups, OffsetDelete).
+//
+// The coordinator of every group is one node (Coordinator): membership and
+// generations live in its memory, committed offsets in replicated storage
+// (CommitOffsets), so a coordinator change keeps every committed offset and
+// members simply rejoin.
+type GroupBroker interface {
+	// Coordinator is the node id of the coordinator of groups now (-1: none
+	// elected yet).
+	Coordinator() int32
+	// CommitOffsets stores committed offsets durably (replicated; returns
+	// after commit on a quorum).
+	CommitOffsets(ctx context.Context, group string, offsets []CommittedOffset) error
+	// FetchOffsets returns a group's committed offsets (all topics when
+	// topics is nil).
+	FetchOffsets(group string, topics []string) ([]CommittedOffset, error)
+	// DeleteOffsets deletes a group's committed offsets of the given
+	// partitions (all of the group's when parts is nil).
+	DeleteOffsets(ctx context.Context, group string, parts []TopicPartition) error
+	// OffsetGroups lists the groups that have committed offsets.
+	OffsetGroups() []string
+}
+
+// CommittedOffset is one committed offset.
+type CommittedOffset struct {
+	Topic       string
+	Partition   int32
+	Offset      int64
+	LeaderEpoch int32
+	Metadata    string
+}
+
+// TopicPartition names a partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}

@@ -136,6 +136,41 @@ func (b broker) InitProducerID(ctx context.Context, transactionalID *string) (in
 	return b.n.InitProducerID(ctx)
 }
 
+var _ rpc.GroupBroker = broker{}
+
+// The group coordinator of every group is the controller's leader: the
+// committed offsets are controller commands.
+func (b broker) Coordinator() int32 { return b.n.ControllerID() }
+
+func (b broker) CommitOffsets(ctx context.Context, group string, offs []rpc.CommittedOffset) error {
+	var gs []cluster.GroupOffset
+	for _, o := range offs {
+		gs = append(gs, cluster.GroupOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata})
+	}
+	return b.n.CommitOffsets(ctx, group, gs)
+}
+
+func (b broker) FetchOffsets(group string, topics []string) ([]rpc.CommittedOffset, error) {
+	var out []rpc.CommittedOffset
+	for _, o := range b.n.Meta().GroupOffsets(group, topics) {
+		out = append(out, rpc.CommittedOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata})
+	}
+	return out, nil
+}
+
+func (b broker) DeleteOffsets(ctx context.Context, group string, parts []rpc.TopicPartition) error {
+	var gs []cluster.GroupOffset
+	for _, p := range parts {
+		gs = append(gs, cluster.GroupOffset{Topic: p.Topic, Partition: p.Partition})
+	}
+	if parts != nil && len(gs) == 0 {
+		return nil
+	}
+	return b.n.DeleteOffsets(ctx, group, gs)
+}
+
+func (b broker) OffsetGroups() []string { return b.n.Meta().OffsetGroups() }
+
 // partition is a led replica seen by the Kafka front end.
 type partition struct{ r *replication.Replica }
 
