@@ -1,0 +1,387 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// pnode is one `raftlog serve` process.
+type pnode struct {
+	id                            int
+	dir, bootFile, logPath        string
+	kafka, raft, gossip, httpAddr string
+	cmd                           *exec.Cmd
+	done                          chan struct{}
+	boots                         int
+}
+
+type pcluster struct {
+	bin   string
+	nodes []*pnode
+	join  string
+}
+
+func freePort() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startCluster(bin, out string, n, partitions int) (*pcluster, error) {
+	c := &pcluster{bin: bin}
+	var gossip []string
+	for i := 0; i < n; i++ {
+		nd := &pnode{id: i + 1, dir: filepath.Join(out, fmt.Sprintf("n%d", i+1)), kafka: freePort(), raft: freePort(),
+			gossip: freePort(), httpAddr: freePort()}
+		nd.bootFile = filepath.Join(out, fmt.Sprintf("n%d.boot_id", i+1))
+		nd.logPath = filepath.Join(out, fmt.Sprintf("n%d.log", i+1))
+		if err := os.WriteFile(nd.bootFile, []byte("boot-1\n"), 0o644); err != nil {
+			return nil, err
+		}
+		gossip = append(gossip, nd.gossip)
+		c.nodes = append(c.nodes, nd)
+	}
+	c.join = strings.Join(gossip, ",")
+	for _, nd := range c.nodes {
+		if err := c.start(nd, partitions); err != nil {
+			c.stopAll()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (c *pcluster) start(nd *pnode, partitions int) error {
+	lf, err := os.OpenFile(nd.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(c.bin, "serve", "--node-id", strconv.Itoa(nd.id), "--data-dir", nd.dir,
+		"--kafka-addr", nd.kafka, "--raft-addr", nd.raft, "--gossip-addr", nd.gossip, "--http-addr", nd.httpAddr,
+		"--join", c.join, "--boot-id-file", nd.bootFile, "--expect-nodes", strconv.Itoa(len(c.nodes)),
+		"--controller-voters", strconv.Itoa(min(3, len(c.nodes))), "--default-partitions", strconv.Itoa(partitions),
+		"--log-json", "--log-level", "info")
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return err
+	}
+	nd.cmd = cmd
+	nd.done = make(chan struct{})
+	go func() { cmd.Wait(); lf.Close(); close(nd.done) }()
+	return nil
+}
+
+func (nd *pnode) running() bool {
+	if nd.done == nil {
+		return false
+	}
+	select {
+	case <-nd.done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (nd *pnode) signal(s syscall.Signal) {
+	if nd.running() {
+		nd.cmd.Process.Signal(s)
+	}
+}
+
+func (nd *pnode) kill() {
+	if nd.running() {
+		nd.cmd.Process.Signal(syscall.SIGCONT)
+		nd.cmd.Process.Kill()
+		<-nd.done
+	}
+}
+
+func (c *pcluster) stopAll() {
+	for _, nd := range c.nodes {
+		if nd.running() {
+			nd.signal(syscall.SIGCONT)
+			nd.signal(syscall.SIGTERM)
+		}
+	}
+	for _, nd := range c.nodes {
+		if nd.running() {
+			select {
+			case <-nd.done:
+			case <-time.After(20 * time.Second):
+				nd.kill()
+			}
+		}
+	}
+}
+
+func (c *pcluster) bootstrap() []string {
+	var out []string
+	for _, nd := range c.nodes {
+		out = append(out, nd.kafka)
+	}
+	return out
+}
+
+// waitReady waits until every node answers /readyz with 200.
+func (c *pcluster) waitReady(ctx context.Context) error {
+	for _, nd := range c.nodes {
+		for {
+			resp, err := http.Get("http://" + nd.httpAddr + "/readyz")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					break
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("node %d not ready", nd.id)
+			case <-time.After(100 * time.Millisecond): // polling readiness until the deadline
+			}
+		}
+	}
+	return nil
+}
+
+func (c *pcluster) createTopic(name string, partitions int32) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for {
+		_, err := adm.CreateTopic(ctx, partitions, int16(min(3, len(c.nodes))), nil, name)
+		if err == nil || errors.Is(err, kerr.TopicAlreadyExists) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("create topic: %w", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	// Every partition takes a write before the run starts.
+	pc, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		return err
+	}
+	defer pc.Close()
+	for p := int32(0); p < partitions; p++ {
+		for {
+			if err := pc.ProduceSync(ctx, &kgo.Record{Topic: name, Partition: p, Value: []byte("warmup")}).FirstErr(); err == nil {
+				break
+			} else if ctx.Err() != nil {
+				return fmt.Errorf("partition %d takes no write: %w", p, err)
+			}
+		}
+	}
+	return nil
+}
+
+// leaderOf returns the node leading a random partition of topic.
+func (c *pcluster) leaderOf(rng *rand.Rand) *pnode {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...))
+	if err != nil {
+		return nil
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	td, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+	if err != nil {
+		return nil
+	}
+	ps := td[topic].Partitions.Sorted()
+	if len(ps) == 0 {
+		return nil
+	}
+	ld := ps[rng.IntN(len(ps))].Leader
+	for _, nd := range c.nodes {
+		if int32(nd.id) == ld {
+			return nd
+		}
+	}
+	return nil
+}
+
+// inject starts a fault and returns the node it hit.
+func (c *pcluster) inject(kind string, rng *rand.Rand) (int, string) {
+	nd := c.nodes[rng.IntN(len(c.nodes))]
+	switch kind {
+	case "kill":
+		nd.kill()
+		return nd.id, "kill -9"
+	case "leader":
+		if ld := c.leaderOf(rng); ld != nil {
+			nd = ld
+		}
+		nd.kill()
+		return nd.id, "kill -9 of a partition leader"
+	case "pause":
+		nd.signal(syscall.SIGSTOP)
+		return nd.id, "SIGSTOP"
+	case "power":
+		nd.kill()
+		cut, err := dropUnsynced(nd.dir, rng)
+		if err != nil {
+			return nd.id, "power loss: " + err.Error()
+		}
+		nd.boots++
+		os.WriteFile(nd.bootFile, []byte(fmt.Sprintf("boot-%d\n", nd.boots+1)), 0o644)
+		return nd.id, fmt.Sprintf("power loss: %d bytes of unsynced log dropped", cut)
+	}
+	return 0, "unknown nemesis " + kind
+}
+
+// heal ends a fault: restart what was killed, continue what was paused.
+func (c *pcluster) heal(kind string, id int) {
+	if id == 0 {
+		return
+	}
+	nd := c.nodes[id-1]
+	switch kind {
+	case "pause":
+		nd.signal(syscall.SIGCONT)
+	default:
+		if !nd.running() {
+			c.start(nd, 0)
+		}
+	}
+}
+
+// dropUnsynced does to a killed node's data what a power loss can: in
+// every partition log, the bytes past the last fsynced point (the recovery
+// point of partition.checkpoint, whose format docs/storage.md gives) are
+// cut at a random batch boundary after it. It returns the bytes dropped.
+func dropUnsynced(dataDir string, rng *rand.Rand) (int64, error) {
+	logs, _ := filepath.Glob(filepath.Join(dataDir, "*", "log"))
+	var total int64
+	for _, dir := range logs {
+		b, err := os.ReadFile(filepath.Join(dir, "partition.checkpoint"))
+		if err != nil || len(b) < 24 || string(b[:4]) != "RLCP" {
+			continue
+		}
+		rp := int64(binary.BigEndian.Uint64(b[8:]))
+		segs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+		sort.Strings(segs)
+		for _, seg := range segs {
+			base, err := strconv.ParseInt(strings.TrimSuffix(filepath.Base(seg), ".log"), 10, 64)
+			if err != nil {
+				continue
+			}
+			data, err := os.ReadFile(seg)
+			if err != nil {
+				continue
+			}
+			// Batch boundaries at or past the durable point.
+			var cuts []int64
+			for pos := int64(0); pos+12 <= int64(len(data)); {
+				off := int64(binary.BigEndian.Uint64(data[pos:]))
+				size := 12 + int64(int32(binary.BigEndian.Uint32(data[pos+8:])))
+				if size < 61 || pos+size > int64(len(data)) {
+					break
+				}
+				if off >= rp || base >= rp {
+					cuts = append(cuts, pos)
+				}
+				pos += size
+			}
+			if len(cuts) == 0 {
+				continue
+			}
+			cut := cuts[rng.IntN(len(cuts))]
+			if err := os.Truncate(seg, cut); err != nil {
+				return total, err
+			}
+			total += int64(len(data)) - cut
+		}
+	}
+	return total, nil
+}
+
+// readAll reads every partition of topic from its start to its end offset
+// as the cluster reports it now.
+func (c *pcluster) readAll(name string, timeout time.Duration) ([]Read, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.ConsumeTopics(name), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	var ends kadm.ListedOffsets
+	for {
+		ends, err = kadm.NewClient(cl).ListEndOffsets(ctx, name)
+		if err == nil && ends.Error() == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("end offsets: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond) // leaders are being elected
+	}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) { want[o.Partition] = o.Offset })
+	var out []Read
+	next := map[int32]int64{}
+	done := func() bool {
+		for p, e := range want {
+			if next[p] < e {
+				return false
+			}
+		}
+		return true
+	}
+	idle := 0
+	for !done() {
+		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+		fs := cl.PollFetches(pctx)
+		pcancel()
+		if ctx.Err() != nil {
+			return out, fmt.Errorf("final read incomplete: %v of %v", next, want)
+		}
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) {
+			n++
+			out = append(out, Read{Reader: -1, Partition: r.Partition, Offset: r.Offset, Value: string(r.Value), Final: true})
+			if r.Offset+1 > next[r.Partition] {
+				next[r.Partition] = r.Offset + 1
+			}
+		})
+		if n == 0 {
+			// Control batches at a log's end hold offsets no record has:
+			// a few empty polls in a row mean the end is reached.
+			if idle++; idle >= 3 {
+				break
+			}
+		} else {
+			idle = 0
+		}
+	}
+	return out, nil
+}

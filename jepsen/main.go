@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] != "run" {
+		fmt.Fprintln(os.Stderr, "usage: go run ./jepsen run [--quick] [--nemesis kill,leader,pause,power] [--seed N] [--duration D] [--out DIR]")
+		os.Exit(2)
+	}
+	fs := flag.NewFlagSet("run", flag.ExitOnError)
+	quick := fs.Bool("quick", false, "a short campaign: every nemesis once or twice, about a minute and a half")
+	nemeses := fs.String("nemesis", "kill,leader,pause,power", "faults to inject, comma separated")
+	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()%1e9), "seed of the fault schedule (a failing seed reproduces the schedule)")
+	duration := fs.Duration("duration", 5*time.Minute, "how long the faults go on (--quick: 60s)")
+	nodes := fs.Int("nodes", 3, "cluster size (3 or 5)")
+	producers := fs.Int("producers", 4, "concurrent producers")
+	partitions := fs.Int("partitions", 4, "partitions of the test topic")
+	out := fs.String("out", "", "results directory (default results/<time>)")
+	fs.Parse(os.Args[2:])
+	if *quick {
+		*duration = 60 * time.Second
+	}
+	if *out == "" {
+		*out = filepath.Join("results", time.Now().UTC().Format("20060102-150405"))
+	}
+	cfg := runConfig{Seed: *seed, Nemeses: strings.Split(*nemeses, ","), Duration: *duration, Nodes: *nodes,
+		Producers: *producers, Partitions: *partitions, Out: *out, GoVersion: runtime.Version()}
+	res, err := run(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "jepsen:", err)
+		os.Exit(2)
+	}
+	if !res.OK() {
+		os.Exit(1)
+	}
+}
+
+type runConfig struct {
+	Seed       uint64
+	Nemeses    []string
+	Duration   time.Duration
+	Nodes      int
+	Producers  int
+	Partitions int
+	Out        string
+	GoVersion  string
+}
+
+// fault is one injected fault, for the report.
+type fault struct {
+	Kind   string  `json:"kind"`
+	Node   int     `json:"node"`
+	Start  float64 `json:"start"`
+	End    float64 `json:"end"`
+	Detail string  `json:"detail,omitempty"`
+	// Recovery is the seconds from the heal to the next acknowledged write.
+	Recovery float64 `json:"recovery"`
+}
+
+const topic = "jepsen"
+
+func run(cfg runConfig) (Result, error) {
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return Result{}, err
+	}
+	logf, err := os.Create(filepath.Join(cfg.Out, "run.log"))
+	if err != nil {
+		return Result{}, err
+	}
+	defer logf.Close()
+	say := func(format string, a ...any) {
+		line := fmt.Sprintf("%s "+format, append([]any{time.Now().UTC().Format("15:04:05.000")}, a...)...)
+		fmt.Println(line)
+		fmt.Fprintln(logf, line)
+	}
+	say("seed %d nemeses %v duration %v nodes %d", cfg.Seed, cfg.Nemeses, cfg.Duration, cfg.Nodes)
+	bin := filepath.Join(cfg.Out, "raftlog")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/raftlog")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := build.CombinedOutput(); err != nil {
+		return Result{}, fmt.Errorf("build: %v\n%s", err, b)
+	}
+	c, err := startCluster(bin, cfg.Out, cfg.Nodes, cfg.Partitions)
+	if err != nil {
+		return Result{}, err
+	}
+	defer c.stopAll()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	if err := c.waitReady(ctx); err != nil {
+		cancel()
+		return Result{}, err
+	}
+	cancel()
+	if err := c.createTopic(topic, int32(cfg.Partitions)); err != nil {
+		return Result{}, err
+	}
+	say("cluster ready: %v", c.bootstrap())
+
+	start := time.Now()
+	since := func() float64 { return time.Since(start).Seconds() }
+	var mu sync.Mutex
+	var writes []Write
+	var reads []Read
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	// Producers: sequential idempotent writes, acks=all.
+	for p := 0; p < cfg.Producers; p++ {
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.DefaultProduceTopic(topic),
+				kgo.RecordDeliveryTimeout(10*time.Second), kgo.RequestTimeoutOverhead(5*time.Second),
+				kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+			if err != nil {
+				say("producer %d: %v", p, err)
+				return
+			}
+			defer cl.Close()
+			for seq := 1; ; seq++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				v := fmt.Sprintf("p%d-%07d", p, seq)
+				t0 := time.Now()
+				at := since()
+				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+				r, err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).First()
+				cancel()
+				w := Write{Producer: p, Seq: seq, Value: v, At: at, Took: time.Since(t0).Seconds(), Offset: -1, Partition: -1}
+				if err == nil {
+					w.Acked, w.Offset, w.Partition = true, r.Offset, r.Partition
+				} else {
+					w.Err = err.Error()
+				}
+				mu.Lock()
+				writes = append(writes, w)
+				mu.Unlock()
+			}
+		}(p)
+	}
+	// A reader polling while faults go on.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		if err != nil {
+			return
+		}
+		defer cl.Close()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			fs := cl.PollFetches(ctx)
+			cancel()
+			var batch []Read
+			fs.EachRecord(func(r *kgo.Record) {
+				batch = append(batch, Read{Reader: 0, Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
+			})
+			mu.Lock()
+			reads = append(reads, batch...)
+			mu.Unlock()
+		}
+	}()
+
+	// The nemesis: one fault at a time on a seeded schedule, healed before
+	// the next.
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6a657073))
+	var faults []fault
+	order := append([]string(nil), cfg.Nemeses...)
+	deadline := time.Now().Add(cfg.Duration)
+	for i := 0; time.Now().Before(deadline); i++ {
+		time.Sleep(time.Duration(2000+rng.IntN(2000)) * time.Millisecond) // the schedule's quiet time between faults
+		kind := order[i%len(order)]
+		if i >= len(order) {
+			kind = order[rng.IntN(len(order))]
+		}
+		f := fault{Kind: kind, Start: since()}
+		f.Node, f.Detail = c.inject(kind, rng)
+		time.Sleep(time.Duration(1500+rng.IntN(2500)) * time.Millisecond) // the fault lasts this long
+		c.heal(kind, f.Node)
+		f.End = since()
+		say("fault %s node %d [%.1fs, %.1fs] %s", f.Kind, f.Node, f.Start, f.End, f.Detail)
+		faults = append(faults, f)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		if err := c.waitReady(ctx); err != nil {
+			say("after %s: cluster not ready: %v", kind, err)
+		}
+		cancel()
+	}
+	time.Sleep(3 * time.Second) // the workload runs on healthy nodes for a moment before it stops
+	close(stop)
+	wg.Wait()
+	say("workload stopped: %d attempts", len(writes))
+	for i := range faults {
+		faults[i].Recovery = -1
+		for _, w := range writes {
+			if w.Acked && w.At+w.Took >= faults[i].End {
+				faults[i].Recovery = w.At + w.Took - faults[i].End
+				break
+			}
+		}
+	}
+
+	// Final read of everything, from every partition's start to its end.
+	final, err := c.readAll(topic, 120*time.Second)
+	if err != nil {
+		say("final read: %v", err)
+	}
+	reads = append(reads, final...)
+	res := Check(writes, reads)
+	say("checked: attempted %d acknowledged %d failed/unknown %d final records %d", res.Attempted, res.Acked, res.Failed, res.FinalRecords)
+	kinds := make([]string, 0, len(res.Counts))
+	for k := range res.Counts {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		say("  %-20s %d", k, res.Counts[k])
+	}
+	for _, e := range res.Examples {
+		say("  example %s: %s", e.Kind, e.Detail)
+	}
+	if err := writeReport(cfg, res, faults, writes); err != nil {
+		say("report: %v", err)
+	}
+	hist, _ := json.Marshal(map[string]any{"writes": writes, "reads": reads, "faults": faults})
+	os.WriteFile(filepath.Join(cfg.Out, "history.json"), hist, 0o644)
+	if res.OK() {
+		say("no anomaly found")
+	} else {
+		say("ANOMALIES FOUND")
+	}
+	return res, nil
+}
+
+// writeReport writes report.md: what ran and what was found.
+func writeReport(cfg runConfig, res Result, faults []fault, writes []Write) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# raftlog jepsen run\n\n")
+	fmt.Fprintf(&b, "- seed: %d (reproduce: `go run ./jepsen run --seed %d --nemesis %s --duration %v --nodes %d`)\n", cfg.Seed, cfg.Seed, strings.Join(cfg.Nemeses, ","), cfg.Duration, cfg.Nodes)
+	fmt.Fprintf(&b, "- nodes %d, producers %d, partitions %d, %s\n", cfg.Nodes, cfg.Producers, cfg.Partitions, cfg.GoVersion)
+	fmt.Fprintf(&b, "- writes attempted %d, acknowledged %d, failed or unknown %d; records in the final read %d\n\n", res.Attempted, res.Acked, res.Failed, res.FinalRecords)
+	fmt.Fprintf(&b, "| anomaly | count |\n| --- | --- |\n")
+	for _, k := range []string{"lost", "duplicate", "inconsistent-offset", "reorder", "nonmonotonic-poll", "unexpected"} {
+		fmt.Fprintf(&b, "| %s | %d |\n", k, res.Counts[k])
+	}
+	if len(res.Examples) > 0 {
+		fmt.Fprintf(&b, "\nExamples:\n\n")
+		for _, e := range res.Examples {
+			fmt.Fprintf(&b, "- %s: %s\n", e.Kind, e.Detail)
+		}
+	}
+	fmt.Fprintf(&b, "\n| fault | node | start s | end s | first ack after heal, s | detail |\n| --- | --- | --- | --- | --- | --- |\n")
+	for _, f := range faults {
+		fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f | %.2f | %s |\n", f.Kind, f.Node, f.Start, f.End, f.Recovery, f.Detail)
+	}
+	// Throughput and latency per second, as text (the plot is to come).
+	fmt.Fprintf(&b, "\n| second | acks | p50 ms | max ms |\n| --- | --- | --- | --- |\n")
+	bySec := map[int][]float64{}
+	maxSec := 0
+	for _, w := range writes {
+		if w.Acked {
+			s := int(w.At + w.Took)
+			bySec[s] = append(bySec[s], w.Took*1000)
+			maxSec = max(maxSec, s)
+		}
+	}
+	for s := 0; s <= maxSec; s++ {
+		l := bySec[s]
+		sort.Float64s(l)
+		p50, mx := 0.0, 0.0
+		if len(l) > 0 {
+			p50, mx = l[len(l)/2], l[len(l)-1]
+		}
+		fmt.Fprintf(&b, "| %d | %d | %.1f | %.1f |\n", s, len(l), p50, mx)
+	}
+	return os.WriteFile(filepath.Join(cfg.Out, "report.md"), []byte(b.String()), 0o644)
+}
+
+var _ = kadm.NewClient
