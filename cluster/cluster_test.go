@@ -2,9 +2,13 @@ package cluster_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/raftlog/raftlog/cluster/clustertest"
 	"github.com/raftlog/raftlog/log"
 	"github.com/raftlog/raftlog/replication"
@@ -92,4 +96,72 @@ func TestClusterTopicsLeadersAndFailover(t *testing.T) {
 			return !ok
 		})
 	}
+}
+
+// TestWipedNodeRejoins: a node whose data directory is wiped comes back
+// with a new incarnation; the leaders of its partitions swap its old Raft
+// identity for the new one, as a non-voter first and a voter once caught
+// up.
+func TestWipedNodeRejoins(t *testing.T) {
+	c := clustertest.Start(t, 3, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.Nodes[0].CreateTopic(ctx, "w", 1, 3, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	var lead *replication.Replica
+	clustertest.WaitFor(t, "a leader of w-0", 20*time.Second, func() bool {
+		for _, nd := range c.Nodes {
+			if r, err := nd.LeaderPartition("w", 0); err == nil {
+				lead = r
+				return true
+			}
+		}
+		return false
+	})
+	b := log.BuildBatch(nil, log.BatchOptions{ProducerID: -1, BaseSequence: -1}, []log.Record{{Value: []byte("v"), Timestamp: 1}})
+	if _, err := lead.Append(ctx, b, replication.AcksAll); err != nil {
+		t.Fatal(err)
+	}
+	// Wipe a node that does not lead w-0 nor the controller.
+	victim := -1
+	for i, nd := range c.Nodes {
+		r, ok := nd.Replica("w", 0)
+		if ok && !r.IsLeader() && nd.ControllerID() != nd.ID() {
+			victim = i
+		}
+	}
+	if victim < 0 {
+		t.Skip("no follower to wipe")
+	}
+	r, _ := c.Nodes[victim].Replica("w", 0)
+	oldID := r.ServerID()
+	c.Stop(victim)
+	if err := os.RemoveAll(c.Cfgs[victim].DataDir); err != nil {
+		t.Fatal(err)
+	}
+	c.Restart(victim)
+	clustertest.WaitFor(t, "the wiped replica back as a voter under a new id", 60*time.Second, func() bool {
+		for _, nd := range c.Nodes {
+			lr, err := nd.LeaderPartition("w", 0)
+			if err != nil {
+				continue
+			}
+			cfg, err := lr.Configuration()
+			if err != nil {
+				return false
+			}
+			newVoter, oldGone := false, true
+			for _, s := range cfg.Servers {
+				if s.ID == oldID {
+					oldGone = false
+				}
+				if s.Suffrage == raft.Voter && string(s.ID) != string(oldID) && strings.HasPrefix(string(s.ID), fmt.Sprintf("%d-", c.Nodes[victim].ID())) {
+					newVoter = true
+				}
+			}
+			return newVoter && oldGone
+		}
+		return false
+	})
 }

@@ -356,9 +356,10 @@ func (n *Node) leadController() {
 }
 
 // syncMembers makes the Raft configuration of a group this node leads hold
-// the current server id of every wanted node (voters when asVoters, else
-// voters stay and the rest join as non-voters), and removes servers of
-// wanted nodes whose incarnation changed (a wiped disk).
+// the current server id of every wanted node, and removes servers of
+// wanted nodes whose incarnation changed (a wiped disk). A new replica
+// joins as a non-voter; with asVoters it is promoted once its log has
+// caught up with the leader's high watermark.
 func (n *Node) syncMembers(r *replication.Replica, wanted []BrokerInfo, asVoters bool) {
 	cfg, err := r.Configuration()
 	if err != nil {
@@ -372,22 +373,24 @@ func (n *Node) syncMembers(r *replication.Replica, wanted []BrokerInfo, asVoters
 	}
 	for _, b := range wanted {
 		id := serverID(b.NodeID, b.Incarnation)
-		if _, ok := have[id]; ok {
+		addr := raft.ServerAddress(b.RaftAddr)
+		if s, ok := have[id]; ok {
+			if asVoters && s.Suffrage == raft.Nonvoter {
+				if end, err := r.PeerLogEnd(addr); err == nil && end >= r.HighWatermark() {
+					if err := r.AddVoter(id, addr); err == nil {
+						n.logger.Info("replica caught up, now a voter", "id", id)
+					}
+				}
+			}
 			continue
 		}
 		if old, ok := byNode[b.NodeID]; ok && old.ID != id {
-			n.logger.Info("replacing a replica whose disk was wiped", "group", r.Raft().String(), "old", old.ID, "new", id)
+			n.logger.Info("replacing a replica whose disk was wiped", "old", old.ID, "new", id)
 			if err := r.RemoveServer(old.ID); err != nil {
 				return
 			}
 		}
-		var err error
-		if asVoters {
-			err = r.AddVoter(id, raft.ServerAddress(b.RaftAddr))
-		} else {
-			err = r.AddNonvoter(id, raft.ServerAddress(b.RaftAddr))
-		}
-		if err != nil {
+		if err := r.AddNonvoter(id, addr); err != nil {
 			n.logger.Debug("add member", "id", id, "error", err)
 		}
 	}

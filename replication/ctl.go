@@ -287,3 +287,13 @@ func (r *Replica) checkAllGated() {
 }
 
 var _ net.Conn = (*bufferedConn)(nil)
+
+// PeerLogEnd asks the replica of this group at addr for its log end offset
+// (to tell when a new replica has caught up before it becomes a voter).
+func (r *Replica) PeerLogEnd(addr raft.ServerAddress) (int64, error) {
+	st, err := r.callCtl(addr, ctlRequest{Op: "status"})
+	if err != nil {
+		return -1, err
+	}
+	return st.EndOffset, nil
+}
