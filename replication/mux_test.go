@@ -1,0 +1,71 @@
+package replication
+
+import (
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/raftlog/raftlog/log"
+	"github.com/raftlog/raftlog/log/vfs"
+)
+
+// TestMuxConnectionsDoNotGrowWithGroups: three nodes host 12 groups each;
+// every group elects and commits, and each node holds at most one outgoing
+// and one incoming TCP connection per peer, whatever the number of groups.
+func TestMuxConnectionsDoNotGrowWithGroups(t *testing.T) {
+	const nodes, groups = 3, 12
+	var muxes []*Mux
+	for i := 0; i < nodes; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := NewMux(ln, "")
+		t.Cleanup(func() { m.Close() })
+		muxes = append(muxes, m)
+	}
+	var leaders []*Replica
+	for g := 0; g < groups; g++ {
+		var reps []*Replica
+		var servers []raft.Server
+		for i, m := range muxes {
+			r, err := Open(Config{Group: fmt.Sprintf("g-%d", g), NodeID: fmt.Sprintf("n%d", i), Dir: "/d", FS: vfs.NewMem(),
+				IndexDir: t.TempDir(), Mux: m, Raft: testTimings(), Log: log.Config{SegmentIndexBytes: 4096}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { r.Kill() })
+			reps = append(reps, r)
+			servers = append(servers, raft.Server{ID: r.ServerID(), Address: r.Address(), Suffrage: raft.Voter})
+		}
+		if err := reps[0].Bootstrap(servers); err != nil {
+			t.Fatal(err)
+		}
+		var ld *Replica
+		waitFor(t, "a leader", 20*time.Second, func() bool {
+			for _, r := range reps {
+				if r.IsLeader() {
+					ld = r
+					return true
+				}
+			}
+			return false
+		})
+		leaders = append(leaders, ld)
+	}
+	for _, ld := range leaders {
+		if _, err := ld.Append(shortCtx(t), testBatch(1, 10), AcksAll); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, m := range muxes {
+		m.mu.Lock()
+		out, in := len(m.sessions), len(m.conns)
+		m.mu.Unlock()
+		if out > nodes-1 || in > nodes-1 {
+			t.Fatalf("node %d: %d outgoing and %d incoming connections for %d groups", i, out, in, groups)
+		}
+	}
+}
