@@ -54,7 +54,7 @@ func (n *Node) LeaderPartition(topic string, p int32) (*replication.Replica, err
 		return nil, kerr.UnknownTopicOrPartition
 	}
 	r, ok := n.Replica(topic, p)
-	if !ok || !r.IsLeader() {
+	if !ok || !r.LeaderReady() {
 		return nil, kerr.NotLeaderForPartition
 	}
 	if r.Gated() {

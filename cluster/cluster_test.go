@@ -165,3 +165,70 @@ func TestWipedNodeRejoins(t *testing.T) {
 		return false
 	})
 }
+
+// TestTopicRecreatedWhileNodeAway: a topic is deleted and created again
+// while a node is down; when the node comes back with its old directory,
+// its replica of the old topic is not taken for the new one.
+func TestTopicRecreatedWhileNodeAway(t *testing.T) {
+	c := clustertest.Start(t, 3, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	appendTo := func(v string) (int64, *replication.Replica) {
+		var lead *replication.Replica
+		clustertest.WaitFor(t, "a leader of re-0", 20*time.Second, func() bool {
+			for i, nd := range c.Nodes {
+				if c.Nodes[i] == nil {
+					continue
+				}
+				if r, err := nd.LeaderPartition("re", 0); err == nil {
+					lead = r
+					return true
+				}
+			}
+			return false
+		})
+		b := log.BuildBatch(nil, log.BatchOptions{ProducerID: -1, BaseSequence: -1}, []log.Record{{Value: []byte(v), Timestamp: 1}})
+		off, err := lead.Append(ctx, b, replication.AcksAll)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return off, lead
+	}
+	if err := c.Nodes[0].CreateTopic(ctx, "re", 1, 3, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		appendTo(fmt.Sprintf("OLD-%d", i))
+	}
+	// Crash node 3 and recreate the topic before the others notice, so
+	// the new topic is assigned to it too.
+	c.Kill(2)
+	if err := c.Nodes[0].DeleteTopic(ctx, "re"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Nodes[0].CreateTopic(ctx, "re", 1, 3, nil, false); err != nil {
+		t.Skipf("node 3 was seen gone before the topic was created again: %v", err)
+	}
+	off, _ := appendTo("NEW")
+	c.Restart(2)
+	clustertest.WaitFor(t, "the returning node to hold the new topic's data", 30*time.Second, func() bool {
+		r, ok := c.Nodes[2].Replica("re", 0)
+		if !ok {
+			return false
+		}
+		b, err := r.Log().ReadBatch(off)
+		if err != nil {
+			return false
+		}
+		recs, _, ok := log.DecodeRecords(b)
+		return ok && len(recs) == 1 && string(recs[0].Value) == "NEW"
+	})
+	r, _ := c.Nodes[2].Replica("re", 0)
+	p, err := r.Log().Read(r.Log().StartOffset(), 1<<20, r.Log().EndOffset())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(p), "OLD-") {
+		t.Fatal("the returning node's replica holds the deleted topic's data")
+	}
+}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"bufio"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -248,10 +249,11 @@ func assignReplicas(brokers []BrokerInfo, from, count, rf int) [][]int32 {
 
 // DeleteTopic deletes a topic; every node then drops its replicas.
 func (n *Node) DeleteTopic(ctx context.Context, name string) error {
-	if _, ok := n.meta.Topic(name); !ok {
+	t, ok := n.meta.Topic(name)
+	if !ok {
 		return kerr.UnknownTopicOrPartition
 	}
-	_, err := n.controllerAppend(ctx, command{Op: "delete_topic", Topic: name})
+	_, err := n.controllerAppend(ctx, command{Op: "delete_topic", Topic: name, TopicID: hex.EncodeToString(t.ID[:])})
 	return err
 }
 
@@ -274,7 +276,7 @@ func (n *Node) CreatePartitions(ctx context.Context, name string, count int32, v
 		return nil
 	}
 	assign := assignReplicas(brokers, int(have), int(count-have), rf)
-	_, err := n.controllerAppend(ctx, command{Op: "create_partitions", Topic: name, Assignment: assign})
+	_, err := n.controllerAppend(ctx, command{Op: "create_partitions", Topic: name, Assignment: assign, Expect: int(have)})
 	return err
 }
 
@@ -318,6 +320,11 @@ func (n *Node) bootstrapController() {
 	if n.ctrl.Term() > 0 {
 		return
 	}
+	// A controller already leads somewhere (this node is new, or was
+	// wiped): it is added by that leader, never a second bootstrap.
+	if _, ok := n.leaders.get(controllerGroup); ok {
+		return
+	}
 	brokers := n.Brokers()
 	if len(brokers) < n.cfg.ExpectNodes {
 		return
@@ -352,7 +359,33 @@ func (n *Node) leadController() {
 			n.logger.Warn("write cluster id", "error", err)
 		}
 	}
-	n.syncMembers(n.ctrl, n.Brokers(), false)
+	// The lowest node ids are the voters (a wiped one comes back as a
+	// non-voter and is promoted once caught up); the others follow as
+	// non-voters so that every node holds the metadata.
+	cfg, err := n.ctrl.Configuration()
+	if err != nil {
+		return
+	}
+	voterNode := map[int32]bool{}
+	for _, s := range cfg.Servers {
+		if s.Suffrage == raft.Voter {
+			voterNode[nodeOf(s.ID)] = true
+		}
+	}
+	var voters, rest []BrokerInfo
+	for _, b := range n.Brokers() {
+		if voterNode[b.NodeID] {
+			voters = append(voters, b)
+		} else {
+			rest = append(rest, b)
+		}
+	}
+	for len(voters) < n.cfg.ControllerVoters && len(rest) > 0 && len(voterNode) < n.cfg.ControllerVoters {
+		voters, rest = append(voters, rest[0]), rest[1:]
+		voterNode[voters[len(voters)-1].NodeID] = true
+	}
+	n.syncMembers(n.ctrl, voters, true)
+	n.syncMembers(n.ctrl, rest, false)
 }
 
 // syncMembers makes the Raft configuration of a group this node leads hold

@@ -27,6 +27,9 @@ type command struct {
 	Assignment [][]int32         `json:"assignment,omitempty"` // replicas per partition (new ones for create_partitions)
 	Configs    map[string]string `json:"configs,omitempty"`
 	Deletes    []string          `json:"deletes,omitempty"`
+	// Expect makes create_partitions apply only to a topic that has this
+	// many partitions (a retried command is a no-op).
+	Expect int `json:"expect,omitempty"`
 	// commit_offsets, delete_offsets
 	Group   string        `json:"group,omitempty"`
 	Offsets []GroupOffset `json:"offsets,omitempty"`
@@ -175,9 +178,13 @@ func (m *Meta) applyOne(c command, offset int64) {
 		}
 		m.topics[c.Topic] = t
 	case "delete_topic":
-		delete(m.topics, c.Topic)
+		// By id when given: a retried delete must not hit a topic created
+		// again since.
+		if t, ok := m.topics[c.Topic]; ok && (c.TopicID == "" || c.TopicID == hex.EncodeToString(t.ID[:])) {
+			delete(m.topics, c.Topic)
+		}
 	case "create_partitions":
-		if t, ok := m.topics[c.Topic]; ok {
+		if t, ok := m.topics[c.Topic]; ok && (c.Expect == 0 || len(t.Partitions) == c.Expect) {
 			t.Partitions = append(t.Partitions, c.Assignment...)
 		}
 	case "alter_configs":

@@ -138,7 +138,7 @@ func Start(cfg Config) (*Node, error) {
 		n.mux.Close()
 		return nil, err
 	}
-	if n.ctrl, err = n.openReplica(controllerGroup, log.Config{RetentionMs: -1, RetentionBytes: -1}); err != nil {
+	if n.ctrl, err = n.openReplica(controllerGroup, controllerGroup, log.Config{RetentionMs: -1, RetentionBytes: -1}); err != nil {
 		n.Close()
 		return nil, err
 	}
@@ -219,11 +219,18 @@ func (n *Node) Meta() *Meta { return n.meta }
 // Mux is the node-wide Raft transport.
 func (n *Node) Mux() *replication.Mux { return n.mux }
 
-func groupName(topic string, p int32) string { return fmt.Sprintf("%s-%d", topic, p) }
+// groupName names a partition's Raft group (and its transport streams and
+// leader gossip): the topic id is part of it, so a topic deleted and
+// created again is another group whose replicas never talk to the old
+// one's.
+func groupName(t Topic, p int32) string { return fmt.Sprintf("%s-%d@%x", t.Name, p, t.ID[:8]) }
 
-// openReplica opens a local replica of group.
-func (n *Node) openReplica(group string, lc log.Config) (*replication.Replica, error) {
-	dir := filepath.Join(n.cfg.DataDir, group)
+// partitionDir is a partition replica's directory, Kafka's <topic>-<partition>.
+func partitionDir(topic string, p int32) string { return fmt.Sprintf("%s-%d", topic, p) }
+
+// openReplica opens a local replica of group in dir (under DataDir).
+func (n *Node) openReplica(group, dirName string, lc log.Config) (*replication.Replica, error) {
+	dir := filepath.Join(n.cfg.DataDir, dirName)
 	return replication.Open(replication.Config{
 		Group: group, NodeID: strconv.Itoa(int(n.cfg.NodeID)), ServerID: serverID(n.cfg.NodeID, n.incarnation),
 		Dir: dir, Log: lc, Mux: n.mux, Logger: n.logger, BootID: n.cfg.BootID, Raft: n.cfg.Raft,
@@ -263,20 +270,30 @@ func (n *Node) ControllerID() int32 {
 
 // Replica returns the local replica of a partition.
 func (n *Node) Replica(topic string, p int32) (*replication.Replica, bool) {
+	t, ok := n.meta.Topic(topic)
+	if !ok {
+		return nil, false
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	r, ok := n.replicas[groupName(topic, p)]
+	r, ok := n.replicas[groupName(t, p)]
 	return r, ok
 }
 
 // Leader returns who leads a partition as far as this node knows: its own
-// replica's view first, then the gossip. -1 when unknown.
+// replica's view when it has one (-1 while it knows none), else the
+// gossip. -1 when unknown.
 func (n *Node) Leader(topic string, p int32) (node int32, epoch int32) {
-	g := groupName(topic, p)
+	t, ok := n.meta.Topic(topic)
+	if !ok {
+		return -1, -1
+	}
+	g := groupName(t, p)
 	if r, ok := n.Replica(topic, p); ok {
 		if id, _ := r.Leader(); id != "" {
 			return nodeOf(id), int32(r.Term())
 		}
+		return -1, -1
 	}
 	if e, ok := n.leaders.get(g); ok {
 		if _, alive := n.broker(e.Node); alive {

@@ -49,7 +49,7 @@ func (n *Node) reconcile() {
 	want := map[string]bool{}
 	for _, t := range n.meta.Topics() {
 		for p, reps := range t.Partitions {
-			g := groupName(t.Name, int32(p))
+			g := groupName(t, int32(p))
 			mine := false
 			for _, r := range reps {
 				mine = mine || r == n.cfg.NodeID
@@ -58,7 +58,7 @@ func (n *Node) reconcile() {
 				continue
 			}
 			want[g] = true
-			r := n.ensureReplica(g, t)
+			r := n.ensureReplica(g, t, int32(p))
 			if r == nil {
 				continue
 			}
@@ -105,7 +105,7 @@ func (n *Node) reconcile() {
 }
 
 // ensureReplica opens the local replica of a partition when it is not.
-func (n *Node) ensureReplica(g string, t Topic) *replication.Replica {
+func (n *Node) ensureReplica(g string, t Topic, p int32) *replication.Replica {
 	n.mu.Lock()
 	r, ok := n.replicas[g]
 	closed := n.closed
@@ -113,7 +113,12 @@ func (n *Node) ensureReplica(g string, t Topic) *replication.Replica {
 	if ok || closed {
 		return r
 	}
-	r, err := n.openReplica(g, topicLogConfig(t.Configs, n.cfg.LogConfig))
+	dirName := partitionDir(t.Name, p)
+	if err := claimDir(filepath.Join(n.cfg.DataDir, dirName), g); err != nil {
+		n.logger.Error("replica directory", "group", g, "error", err)
+		return nil
+	}
+	r, err := n.openReplica(g, dirName, topicLogConfig(t.Configs, n.cfg.LogConfig))
 	if err != nil {
 		n.logger.Error("open replica", "group", g, "error", err)
 		return nil
@@ -138,8 +143,9 @@ func (n *Node) dropReplica(g string) {
 	if r == nil {
 		return
 	}
+	dir := filepath.Dir(r.Log().Dir())
 	r.Close()
-	if err := os.RemoveAll(filepath.Join(n.cfg.DataDir, g)); err != nil {
+	if err := os.RemoveAll(dir); err != nil {
 		n.logger.Error("remove replica data", "group", g, "error", err)
 	}
 	n.logger.Info("replica removed", "group", g)
@@ -229,4 +235,50 @@ func topicLogConfig(c map[string]string, base log.Config) log.Config {
 		lc.MaxBatchBytes = int(v)
 	}
 	return lc
+}
+
+// groupFile names, in a partition directory, the Raft group it belongs to.
+const groupFile = "group"
+
+// claimDir makes dir the directory of group: a directory left by another
+// group of the same name (a topic deleted and created again while this
+// node was away) is removed first, never reused.
+func claimDir(dir, group string) error {
+	b, err := os.ReadFile(filepath.Join(dir, groupFile))
+	switch {
+	case err == nil && string(b) == group:
+		return nil
+	case err == nil:
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+	case !os.IsNotExist(err):
+		return err
+	default:
+		if _, serr := os.Stat(dir); serr == nil {
+			// A directory without its group: from before, or half made.
+			if err := os.RemoveAll(dir); err != nil {
+				return err
+			}
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, groupFile+".tmp")
+	if err := os.WriteFile(tmp, []byte(group), 0o644); err != nil {
+		return err
+	}
+	if f, err := os.Open(tmp); err == nil {
+		f.Sync()
+		f.Close()
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, groupFile)); err != nil {
+		return err
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
 }

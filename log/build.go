@@ -158,3 +158,18 @@ func readVarBytes(p []byte) ([]byte, []byte, bool) {
 	}
 	return p[:n:n], p[n:], true
 }
+
+// EmptyBatch turns the BatchHeaderSize bytes of h, the header of a batch,
+// into a whole batch with no records that keeps its offsets, leader epoch
+// and timestamps: what compaction leaves of a batch whose records all went.
+// It is not a control batch and has no producer.
+func EmptyBatch(h Batch) {
+	be := binary.BigEndian
+	be.PutUint32(h[batchLengthOff:], uint32(BatchHeaderSize-LogOverhead))
+	be.PutUint16(h[attributesOff:], 0)
+	be.PutUint64(h[producerIDOff:], uint64(0xFFFFFFFFFFFFFFFF))
+	be.PutUint16(h[producerEpOff:], 0xFFFF)
+	be.PutUint32(h[baseSeqOff:], 0xFFFFFFFF)
+	be.PutUint32(h[recordCountOff:], 0)
+	be.PutUint32(h[crcOff:], h[:BatchHeaderSize].ComputeCRC())
+}

@@ -137,6 +137,10 @@ type Replica struct {
 	recovered atomic.Bool
 	prod      *producers
 	appendMu  sync.Mutex // checks and enqueues in one order
+	// ready is set once a new leader has applied everything before its
+	// term (a barrier), so its high watermark covers every entry earlier
+	// leaders may have served; cleared when leadership goes.
+	ready atomic.Bool
 	gateMu    sync.Mutex
 	gateSince time.Time
 	gateWhy   string
@@ -334,6 +338,8 @@ func Open(cfg Config) (*Replica, error) {
 		r.wg.Add(1)
 		go r.rejoinLoop()
 	}
+	r.wg.Add(1)
+	go r.watchLeadership()
 	logger.Info("replica open", "log_start", r.log.StartOffset(), "log_end", r.log.EndOffset(), "high_watermark", hw,
 		"clean", rec.Clean, "gated", gate, "term", term)
 	return r, nil
@@ -617,31 +623,55 @@ func (r *Replica) EndOffsetForEpoch(epoch int32) (int64, int32, error) {
 	return end, best, nil
 }
 
-// ReadRecords is Read for Kafka consumers: the control batches of Raft
-// and raftlog (configuration, noop, markers) are left out, since some
-// clients (segmentio/kafka-go) hand control records to the application.
-// Consumers skip the offsets they held, as they skip compacted ones. When
-// everything read is control batches it reads on, a bounded number of
-// times.
+// ReadRecords is Read for Kafka consumers: each control batch of Raft
+// and raftlog (configuration, markers) is handed out as an empty batch
+// (no records, same offsets), since some clients (segmentio/kafka-go) give
+// control records to the application. Clients step over empty batches as
+// they do after compaction, so a consumer moves past the offsets they
+// hold even at the end of the log.
 func (r *Replica) ReadRecords(offset int64, maxBytes int) ([]byte, error) {
-	for range 16 {
-		p, err := r.Read(offset, maxBytes)
-		if err != nil || len(p) == 0 {
-			return p, err
-		}
-		out := p[:0]
-		var next int64
-		log.Batches(p, func(b log.Batch) bool {
-			next = b.NextOffset()
-			if !b.IsControl() {
-				out = append(out, b...) // moves left within p: out never passes the batch being read
-			}
-			return true
-		})
-		if len(out) > 0 {
-			return out, nil
-		}
-		offset = next
+	p, err := r.Read(offset, maxBytes)
+	if err != nil || len(p) == 0 {
+		return p, err
 	}
-	return nil, nil
+	out := p[:0]
+	log.Batches(p, func(b log.Batch) bool {
+		if !b.IsControl() {
+			out = append(out, b...) // moves left within p: out never passes the batch being read
+			return true
+		}
+		at := len(out)
+		out = append(out, b[:log.BatchHeaderSize]...)
+		log.EmptyBatch(log.Batch(out[at:]))
+		return true
+	})
+	return out, nil
 }
+
+// watchLeadership keeps ready: a barrier after each election won.
+func (r *Replica) watchLeadership() {
+	defer r.wg.Done()
+	ch := r.raft.LeaderCh()
+	for {
+		select {
+		case <-r.closed:
+			return
+		case isLeader := <-ch:
+			r.ready.Store(false)
+			if !isLeader {
+				r.prod.dropPending(r.notLeader())
+				continue
+			}
+			go func() {
+				if err := r.raft.Barrier(applyTimeout).Error(); err == nil && r.raft.State() == raft.Leader {
+					r.ready.Store(true)
+				}
+			}()
+		}
+	}
+}
+
+// LeaderReady reports whether this replica leads and has applied every
+// entry of earlier terms: only then may it serve reads and offsets (its
+// high watermark would otherwise lag what the previous leader served).
+func (r *Replica) LeaderReady() bool { return r.ready.Load() && r.raft.State() == raft.Leader }

@@ -8,7 +8,8 @@ import (
 // ApiVersions: v0–4.
 //
 // Answers the version range of every API key in the handler table, sorted
-// by key. No features are advertised (no transactions, no KIP-848 groups).
+// by key; the group APIs only when the Broker is a GroupBroker. No
+// features are advertised (no transactions, no KIP-848 groups).
 //
 // A request at a version outside 0–4 never reaches this function: handle
 // answers it, without decoding its body, with a v0 response carrying
@@ -25,7 +26,7 @@ func (s *Server) apiVersions(_ *call, req *kmsg.ApiVersionsRequest) (kmsg.Respon
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		return resp, nil
 	}
-	resp.ApiKeys = apiKeys()
+	resp.ApiKeys = s.apiKeys()
 	return resp, nil
 }
 

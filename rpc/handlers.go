@@ -13,7 +13,10 @@ import (
 // handler serves one API key over a range of versions.
 type handler struct {
 	min, max int16
-	serve    func(s *Server, c *call, req kmsg.Request) (kmsg.Response, error)
+	// group: a group API, served and advertised only when the Broker is
+	// a GroupBroker.
+	group bool
+	serve func(s *Server, c *call, req kmsg.Request) (kmsg.Response, error)
 }
 
 const apiVersionsKey = 18
@@ -29,6 +32,15 @@ func init() {
 		1:              reg(4, 12, (*Server).fetch),
 		2:              reg(1, 7, (*Server).listOffsets),
 		3:              reg(0, 12, (*Server).metadata),
+		8:              regGroup(0, 8, (*Server).offsetCommit),
+		9:              regGroup(0, 8, (*Server).offsetFetch),
+		10:             regGroup(0, 4, (*Server).findCoordinator),
+		11:             regGroup(0, 9, (*Server).joinGroup),
+		12:             regGroup(0, 4, (*Server).heartbeat),
+		13:             regGroup(0, 5, (*Server).leaveGroup),
+		14:             regGroup(0, 5, (*Server).syncGroup),
+		15:             regGroup(0, 5, (*Server).describeGroups),
+		16:             regGroup(0, 4, (*Server).listGroups),
 		apiVersionsKey: reg(0, 4, (*Server).apiVersions),
 		19:             reg(0, 7, (*Server).createTopics),
 		20:             reg(0, 6, (*Server).deleteTopics),
@@ -37,7 +49,9 @@ func init() {
 		23:             reg(2, 4, (*Server).offsetForLeaderEpoch),
 		32:             reg(0, 4, (*Server).describeConfigs),
 		37:             reg(0, 3, (*Server).createPartitions),
+		42:             regGroup(0, 2, (*Server).deleteGroups),
 		44:             reg(0, 1, (*Server).incrementalAlterConfigs),
+		47:             regGroup(0, 0, (*Server).offsetDelete),
 		60:             reg(0, 1, (*Server).describeCluster),
 	}
 }
@@ -49,10 +63,25 @@ func reg[R kmsg.Request](min, max int16, fn func(*Server, *call, R) (kmsg.Respon
 	}}
 }
 
-// apiKeys is the ApiVersions list, by key.
-func apiKeys() []kmsg.ApiVersionsResponseApiKey {
+// regGroup is reg for a group API.
+func regGroup[R kmsg.Request](min, max int16, fn func(*Server, *call, R) (kmsg.Response, error)) handler {
+	h := reg(min, max, fn)
+	h.group = true
+	return h
+}
+
+// apiKeys is the ApiVersions list of this server, by key.
+func (s *Server) apiKeys() []kmsg.ApiVersionsResponseApiKey {
+	return apiKeys(s.groups != nil)
+}
+
+// apiKeys is the ApiVersions list, by key, with or without the group APIs.
+func apiKeys(groups bool) []kmsg.ApiVersionsResponseApiKey {
 	keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(handlers))
 	for k, h := range handlers {
+		if h.group && !groups {
+			continue
+		}
 		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: h.min, MaxVersion: h.max})
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].ApiKey < keys[j].ApiKey })
@@ -122,4 +151,24 @@ func checkEpoch(p Partition, current int32) error {
 		return kerr.UnknownLeaderEpoch
 	}
 	return nil
+}
+
+// coordinating reports whether this node coordinates groups now; when it
+// does not (the role moved away, or no coordinator is elected) it drops
+// the groups held in memory and returns kerr.NotCoordinator: the clients
+// find the coordinator again and rejoin there.
+func (s *Server) coordinating() error {
+	if s.gb.Coordinator() == s.b.NodeID() {
+		return nil
+	}
+	s.groups.reset()
+	return kerr.NotCoordinator
+}
+
+// kcode is the code of a coordinator error, 0 for nil.
+func kcode(e *kerr.Error) int16 {
+	if e == nil {
+		return 0
+	}
+	return e.Code
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -30,6 +31,13 @@ type memBroker struct {
 	maxTopics int // 0: no limit
 
 	pids atomic.Int64
+
+	// Groups: the coordinator (this node unless moved) and committed
+	// offsets.
+	coord   atomic.Int32
+	offMu   sync.Mutex
+	offsets map[string]map[TopicPartition]CommittedOffset
+	commits atomic.Int64 // CommitOffsets calls
 }
 
 type memTopic struct {
@@ -48,7 +56,10 @@ type memPart struct {
 	epoch   atomic.Int32
 }
 
-var _ Broker = (*memBroker)(nil)
+var (
+	_ Broker      = (*memBroker)(nil)
+	_ GroupBroker = (*memBroker)(nil)
+)
 
 // topicDefaults are the configs every topic has.
 var topicDefaults = map[string]string{
@@ -60,7 +71,9 @@ var topicDefaults = map[string]string{
 }
 
 func newMemBroker(t testing.TB) *memBroker {
-	b := &memBroker{dir: t.TempDir(), node: 1, host: "127.0.0.1", topics: make(map[string]*memTopic)}
+	b := &memBroker{dir: t.TempDir(), node: 1, host: "127.0.0.1", topics: make(map[string]*memTopic),
+		offsets: make(map[string]map[TopicPartition]CommittedOffset)}
+	b.coord.Store(b.node)
 	t.Cleanup(b.close)
 	return b
 }
@@ -425,4 +438,87 @@ func (p *memPart) DeleteRecords(_ context.Context, offset int64) (int64, error) 
 		return -1, err
 	}
 	return p.l.StartOffset(), nil
+}
+
+func (b *memBroker) Coordinator() int32 { return b.coord.Load() }
+
+// moveCoordinator makes another node (or none, -1) the group coordinator.
+func (b *memBroker) moveCoordinator(node int32) { b.coord.Store(node) }
+
+func (b *memBroker) CommitOffsets(ctx context.Context, group string, offsets []CommittedOffset) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.commits.Add(1)
+	b.offMu.Lock()
+	defer b.offMu.Unlock()
+	g := b.offsets[group]
+	if g == nil {
+		g = make(map[TopicPartition]CommittedOffset)
+		b.offsets[group] = g
+	}
+	for _, o := range offsets {
+		g[TopicPartition{o.Topic, o.Partition}] = o
+	}
+	return nil
+}
+
+func (b *memBroker) FetchOffsets(group string, topics []string) ([]CommittedOffset, error) {
+	b.offMu.Lock()
+	defer b.offMu.Unlock()
+	var out []CommittedOffset
+	for tp, o := range b.offsets[group] {
+		if topics == nil || slices.Contains(topics, tp.Topic) {
+			out = append(out, o)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out, nil
+}
+
+func (b *memBroker) DeleteOffsets(ctx context.Context, group string, parts []TopicPartition) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.offMu.Lock()
+	defer b.offMu.Unlock()
+	if parts == nil {
+		delete(b.offsets, group)
+		return nil
+	}
+	g := b.offsets[group]
+	for _, tp := range parts {
+		delete(g, tp)
+	}
+	if len(g) == 0 {
+		delete(b.offsets, group)
+	}
+	return nil
+}
+
+func (b *memBroker) OffsetGroups() []string {
+	b.offMu.Lock()
+	defer b.offMu.Unlock()
+	out := make([]string, 0, len(b.offsets))
+	for g := range b.offsets {
+		out = append(out, g)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// committed returns a group's committed offset of topic/partition (-1:
+// none).
+func (b *memBroker) committed(group, topic string, partition int32) int64 {
+	b.offMu.Lock()
+	defer b.offMu.Unlock()
+	if o, ok := b.offsets[group][TopicPartition{topic, partition}]; ok {
+		return o.Offset
+	}
+	return -1
 }

@@ -91,6 +91,12 @@ type Server struct {
 	maxConns        int
 	maxInFlight     int
 
+	// gb is b as a GroupBroker, nil when b is not one: then the group
+	// APIs are neither advertised nor served.
+	gb       GroupBroker
+	groups   *coordinator
+	groupCfg GroupConfig
+
 	// ctx ends when the server closes; every request's context derives
 	// from it.
 	ctx    context.Context
@@ -116,6 +122,10 @@ func NewServer(b Broker, opts ...Option) *Server {
 	}
 	for _, o := range opts {
 		o(s)
+	}
+	if gb, ok := b.(GroupBroker); ok {
+		s.gb = gb
+		s.groups = newCoordinator(s.groupCfg, realClock{}, s.logger.Named("groups"))
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
@@ -209,6 +219,9 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
+	if s.groups != nil {
+		s.groups.reset()
+	}
 	return err
 }
 
@@ -221,12 +234,18 @@ type call struct {
 	// done only for the client (Fetch long poll).
 	poll     context.Context
 	clientID string
+	// host is the client's address as Kafka shows it ("/127.0.0.1").
+	host string
 	// start is when the request was read; long polls count from it.
 	start time.Time
 }
 
 func (s *Server) serveConn(nc net.Conn) {
 	remote := nc.RemoteAddr().String()
+	host := remote
+	if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		host = "/" + ta.IP.String()
+	}
 	poll, cancelPoll := context.WithCancel(s.ctx)
 	var (
 		frames     = make(chan frame, s.maxInFlight)
@@ -283,7 +302,7 @@ func (s *Server) serveConn(nc net.Conn) {
 
 	var out []byte
 	for f := range frames {
-		c := &call{ctx: s.ctx, poll: poll, start: f.at}
+		c := &call{ctx: s.ctx, poll: poll, host: host, start: f.at}
 		resp, err := s.handle(c, f.body, out[:0])
 		if err != nil {
 			s.logger.Info("closing connection", "remote", remote, "client_id", c.clientID, "error", err)
@@ -358,7 +377,7 @@ func (s *Server) handle(c *call, req []byte, dst []byte) ([]byte, error) {
 		c.clientID = *clientID
 	}
 	h, ok := handlers[key]
-	if !ok {
+	if !ok || h.group && s.groups == nil {
 		return nil, fmt.Errorf("unknown api key %d (version %d)", key, version)
 	}
 	if version < h.min || version > h.max {
@@ -368,7 +387,7 @@ func (s *Server) handle(c *call, req []byte, dst []byte) ([]byte, error) {
 			resp := kmsg.NewPtrApiVersionsResponse()
 			resp.Version = 0
 			resp.ErrorCode = kerr.UnsupportedVersion.Code
-			resp.ApiKeys = apiKeys()
+			resp.ApiKeys = s.apiKeys()
 			return appendResponse(dst, corr, resp), nil
 		}
 		return nil, fmt.Errorf("%s version %d not in [%d, %d]", kmsg.NameForKey(key), version, h.min, h.max)

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 
+	"github.com/hashicorp/raft"
 	"github.com/raftlog/raftlog/cluster"
 	"github.com/raftlog/raftlog/log"
 	"github.com/raftlog/raftlog/replication"
@@ -188,11 +190,27 @@ func (p partition) Append(ctx context.Context, batch []byte, acks int) (int64, e
 	case errors.Is(err, replication.ErrDuplicateSequence):
 		return -1, fmt.Errorf("%w: %v", kerr.DuplicateSequenceNumber, err)
 	}
-	return -1, err
+	return -1, retriable(err)
+}
+
+// retriable maps the errors of a replica going away (topic deleted, node
+// shutting down, leadership moving) to codes clients retry on.
+func retriable(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, log.ErrClosed), errors.Is(err, os.ErrClosed),
+		errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrNotLeader):
+		return fmt.Errorf("%w: %v", kerr.NotLeaderForPartition, err)
+	case errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%w: %v", kerr.RequestTimedOut, err)
+	}
+	return err
 }
 
 func (p partition) Read(offset int64, maxBytes int) ([]byte, error) {
-	return p.r.ReadRecords(offset, maxBytes)
+	b, err := p.r.ReadRecords(offset, maxBytes)
+	return b, retriable(err)
 }
 func (p partition) HighWatermark() int64 { return p.r.HighWatermark() }
 func (p partition) WaitHighWatermark(ctx context.Context, past int64) int64 {
@@ -225,7 +243,4 @@ func (p partition) DeleteRecords(ctx context.Context, offset int64) (int64, erro
 	return off, err
 }
 
-var (
-	_ = hex.EncodeToString
-	_ = log.ErrOffsetOutOfRange
-)
+var _ = hex.EncodeToString

@@ -12,6 +12,7 @@ import (
 
 	"github.com/IBM/sarama"
 	kafkago "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -143,6 +144,27 @@ func TestKcat(t *testing.T) {
 	}
 	if len(lines) != 50 || lines[0] != "line-00" || lines[49] != "line-49" {
 		t.Fatalf("kcat read %d lines: %q", len(lines), lines)
+	}
+	// Control batches at the end of the log (a DeleteRecords entry, Raft's
+	// own) must not keep a consumer from reaching the end: kcat -e exits.
+	adm := kadm.NewClient(c.client())
+	ends, err := adm.ListEndOffsets(ctx, "kcat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := ends.Lookup("kcat", 0)
+	os := kadm.Offsets{}
+	os.Add(kadm.Offset{Topic: "kcat", Partition: 0, At: e.Offset - 10})
+	if _, err := adm.DeleteRecords(ctx, os); err != nil {
+		t.Fatal(err)
+	}
+	tail := exec.CommandContext(ctx, path, "-b", strings.Join(c.bootstrap, ","), "-t", "kcat", "-C", "-e", "-o", "beginning", "-f", "%s\n")
+	out, err = tail.Output()
+	if err != nil {
+		t.Fatalf("kcat after DeleteRecords: %v\n%s", err, out)
+	}
+	if got := strings.Count(string(out), "line-"); got != 10 {
+		t.Fatalf("kcat read %d records after DeleteRecords, want the last 10:\n%s", got, out)
 	}
 	meta, err := exec.CommandContext(ctx, path, "-b", c.bootstrap[0], "-L").CombinedOutput()
 	if err != nil || !strings.Contains(string(meta), "3 brokers") {
