@@ -140,7 +140,7 @@ type Replica struct {
 	// ready is set once a new leader has applied everything before its
 	// term (a barrier), so its high watermark covers every entry earlier
 	// leaders may have served; cleared when leadership goes.
-	ready atomic.Bool
+	ready     atomic.Bool
 	gateMu    sync.Mutex
 	gateSince time.Time
 	gateWhy   string
