@@ -18,6 +18,7 @@ Usage:
   raftlog topic create|list|describe|delete [--bootstrap ADDRS] [--partitions N] [--replication-factor N] [--config k=v] [NAME]
   raftlog produce --topic T [--key-sep SEP]    one record per line of standard input, acks=all
   raftlog consume --topic T [--from start|end] [--count N] [--exit]
+  raftlog health [--url URL]   exit 0 when URL (default http://127.0.0.1:9392/readyz) answers 200 (container health checks)
   raftlog log dump PATH...     list the batches of segment files or partition directories and verify their indexes
 `
 
@@ -45,6 +46,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runProduce(args[1:], os.Stdin, stdout, stderr)
 	case "consume":
 		return runConsume(args[1:], stdout, stderr)
+	case "health":
+		return runHealth(args[1:], stdout, stderr)
 	case "flag-table":
 		flagTable(stdout)
 		return 0
