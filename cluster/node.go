@@ -59,6 +59,11 @@ type Config struct {
 	Logger             hclog.Logger
 	// LocalGossip selects memberlist's fast local-network timings.
 	LocalGossip bool
+	// AcceptDataLoss releases the vote guard of every replica this node
+	// opens (an operator's decision when every voter of a group lost power
+	// and some will not come back: the most complete survivors must lead;
+	// writes acknowledged past their logs may be lost, and the log says so).
+	AcceptDataLoss bool
 }
 
 // BrokerInfo is a live member.
@@ -231,10 +236,14 @@ func partitionDir(topic string, p int32) string { return fmt.Sprintf("%s-%d", to
 // openReplica opens a local replica of group in dir (under DataDir).
 func (n *Node) openReplica(group, dirName string, lc log.Config) (*replication.Replica, error) {
 	dir := filepath.Join(n.cfg.DataDir, dirName)
-	return replication.Open(replication.Config{
+	r, err := replication.Open(replication.Config{
 		Group: group, NodeID: strconv.Itoa(int(n.cfg.NodeID)), ServerID: serverID(n.cfg.NodeID, n.incarnation),
 		Dir: dir, Log: lc, Mux: n.mux, Logger: n.logger, BootID: n.cfg.BootID, Raft: n.cfg.Raft,
 	})
+	if err == nil && n.cfg.AcceptDataLoss && r.Gated() {
+		r.ForceUngate("--accept-data-loss")
+	}
+	return r, err
 }
 
 // Brokers lists the live members, by node id.

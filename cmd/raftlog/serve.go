@@ -43,6 +43,7 @@ type serveFlags struct {
 	logLevel         string
 	partitions       int
 	replication      int
+	acceptDataLoss   bool
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -64,6 +65,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	fs.IntVar(&f.partitions, "default-partitions", 1, "partitions of a topic created without a count")
 	fs.IntVar(&f.replication, "default-replication-factor", -1, "replicas of a topic created without a factor (-1: min(3, brokers))")
+	fs.BoolVar(&f.acceptDataLoss, "accept-data-loss", false, "release the vote guard of this node's replicas: only when every replica of a group lost power and some are gone for good (writes acknowledged past the surviving logs may be lost)")
 }
 
 // envDefaults sets each flag not given on the command line from its
@@ -172,7 +174,7 @@ func startNode(f serveFlags, logger hclog.Logger, local bool) (*runningNode, err
 		Join: join, Rack: f.rack, BootID: readBootID(f.bootIDFile),
 		ControllerVoters: f.controllerVoters, ExpectNodes: f.expectNodes,
 		DefaultPartitions: int32(f.partitions), DefaultReplication: int16(f.replication),
-		Logger: logger.With("node", strconv.Itoa(f.nodeID)), LocalGossip: local,
+		Logger: logger.With("node", strconv.Itoa(f.nodeID)), LocalGossip: local, AcceptDataLoss: f.acceptDataLoss,
 	}
 	if local {
 		cfg.Raft = replication.RaftConfig{HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond, LeaderLeaseTimeout: 250 * time.Millisecond}
