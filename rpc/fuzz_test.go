@@ -67,6 +67,34 @@ func fuzzSeeds() map[string][]byte {
 			case *kmsg.IncrementalAlterConfigsRequest:
 				r.Resources = []kmsg.IncrementalAlterConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeTopic, ResourceName: "fuzz",
 					Configs: []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "retention.ms", Value: kmsg.StringPtr("5")}}}}
+			case *kmsg.FindCoordinatorRequest:
+				r.CoordinatorKey, r.CoordinatorKeys = "g", []string{"g", "h"}
+			case *kmsg.JoinGroupRequest:
+				*r = *joinReq(v, "g", "", kmsg.StringPtr("i"))
+			case *kmsg.SyncGroupRequest:
+				r.Group, r.MemberID, r.Generation = "g", "i-1", 1
+				r.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: "i-1", MemberAssignment: consumerAssignment("fuzz", 0)}}
+			case *kmsg.HeartbeatRequest:
+				r.Group, r.MemberID, r.Generation = "g", "i-1", 1
+			case *kmsg.LeaveGroupRequest:
+				r.Group, r.MemberID = "g", "i-1"
+				r.Members = []kmsg.LeaveGroupRequestMember{{MemberID: "i-1", InstanceID: kmsg.StringPtr("i")}}
+			case *kmsg.OffsetCommitRequest:
+				r.Group = "g"
+				r.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "fuzz", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Offset: 1, LeaderEpoch: -1}}}}
+			case *kmsg.OffsetFetchRequest:
+				r.Group = "g"
+				r.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "fuzz", Partitions: []int32{0, 1}}}
+				r.Groups = []kmsg.OffsetFetchRequestGroup{{Group: "g"}, {Group: "h", Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: "fuzz", Partitions: []int32{0}}}}}
+			case *kmsg.DescribeGroupsRequest:
+				r.Groups = []string{"g", "h"}
+			case *kmsg.ListGroupsRequest:
+				r.StatesFilter = []string{"Stable"}
+			case *kmsg.DeleteGroupsRequest:
+				r.Groups = []string{"g"}
+			case *kmsg.OffsetDeleteRequest:
+				r.Group = "g"
+				r.Topics = []kmsg.OffsetDeleteRequestTopic{{Topic: "fuzz", Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}}}
 			}
 			seeds[fmt.Sprintf("%s-v%d", kmsg.NameForKey(key), v)] = frame(req)
 		}

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"fmt"
 	"math"
@@ -359,7 +360,7 @@ func (c *coordinator) reset() {
 	gs := c.groups
 	c.groups = make(map[string]*group)
 	c.mu.Unlock()
-	c.logger.Info("dropping the consumer groups: this node no longer coordinates them", "groups", len(gs))
+	c.logger.Info("dropping the consumer groups held in memory (the coordinator moved or the server closes)", "groups", len(gs))
 	for _, g := range gs {
 		g.mu.Lock()
 		g.kill(kerr.NotCoordinator)
@@ -850,18 +851,8 @@ func (g *group) sortedMembers(keep func(*member) bool) []*member {
 			ms = append(ms, m)
 		}
 	}
-	slices.SortFunc(ms, func(a, b *member) int { return cmpUint64(a.seq, b.seq) })
+	slices.SortFunc(ms, func(a, b *member) int { return cmp.Compare(a.seq, b.seq) })
 	return ms
-}
-
-func cmpUint64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // selectProtocol picks, among the protocols every member supports, the
@@ -1203,15 +1194,7 @@ func (c *coordinator) list() []listedGroup {
 		}
 		g.mu.Unlock()
 	}
-	slices.SortFunc(out, func(a, b listedGroup) int {
-		switch {
-		case a.name < b.name:
-			return -1
-		case a.name > b.name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b listedGroup) int { return cmp.Compare(a.name, b.name) })
 	return out
 }
 

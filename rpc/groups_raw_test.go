@@ -84,7 +84,7 @@ type fixtureMember struct {
 // groupFixture prepares the groups the group APIs' minimal requests of
 // TestEveryAdvertisedVersion act on.
 type groupFixture struct {
-	pending map[int16]string        // JoinGroup version → pending member id
+	pending map[int16]string         // JoinGroup version → pending member id
 	members map[string]fixtureMember // group → its one member
 }
 

@@ -94,7 +94,7 @@ type gtest struct {
 
 const (
 	testSession   = time.Second
-	testRebalance = 5 * time.Second
+	testRebalance = 4500 * time.Millisecond // not a multiple of the session
 )
 
 func newGTest(t *testing.T, cfg GroupConfig) *gtest {
@@ -396,10 +396,13 @@ func TestGroupStateMachine(t *testing.T) {
 			ids, gen := h.stable("g", 2)
 			c, cch := h.newMember(jp("g", ""))
 			_, ach := h.c.join(jp("g", ids[0]))
-			h.clk.advance(testRebalance - time.Millisecond)
+			// The second heartbeats but does not rejoin.
+			for range int(testRebalance/(testSession/2)) - 1 {
+				h.clk.advance(testSession / 2)
+				expectErr(t, "heartbeat", h.heartbeat("g", ids[1], gen), kerr.RebalanceInProgress)
+			}
 			waiting(t, cch)
-			// Heartbeats keep members alive meanwhile, not in the join.
-			h.clk.advance(time.Millisecond)
+			h.clk.advance(testSession / 2)
 			ra, rc := ready(t, ach), ready(t, cch)
 			if ra.generation != gen+1 || rc.generation != gen+1 || len(ra.members) != 2 || ra.members[1].memberID != c {
 				t.Fatalf("after the timeout: %+v %+v", ra, rc)
@@ -437,7 +440,7 @@ func TestGroupStateMachine(t *testing.T) {
 			ids, gen := h.stable("g", 2)
 			ch := h.joinWait(jp("g", ids[0]))
 			for range 4 {
-				h.clk.advance(testSession)
+				h.clk.advance(testSession / 2)
 				expectErr(t, "heartbeat", h.heartbeat("g", ids[1], gen), kerr.RebalanceInProgress)
 			}
 			waiting(t, ch)
@@ -595,9 +598,27 @@ func TestGroupStateMachine(t *testing.T) {
 			}
 			h.expectState("g", groupStable, gen)
 
-			// A rejoin changing the selected protocol rebalances.
-			h.joinWait(withProtocols(p2, "sticky"))
-			h.expectState("g", groupPreparingRebalance, gen)
+			// New metadata keeping the selected protocol: no
+			// rebalance either (cooperative members restart with
+			// other owned partitions).
+			p2.protocols[0].metadata = consumerMeta("t", "u")
+			if r := h.join(p2); r.err != nil || r.generation != gen {
+				t.Fatalf("static rejoin with new metadata: %+v", r)
+			}
+			h.expectState("g", groupStable, gen)
+		}},
+		{"static rejoin changing the protocol rebalances", func(t *testing.T, h *gtest) {
+			p := withProtocols(static(jp("g", ""), "i1"), "range", "sticky")
+			r := h.join(p)
+			h.syncMember("g", r.memberID, r.generation, nil)
+			h.expectState("g", groupStable, 1)
+			if r := h.join(withProtocols(p, "range", "sticky")); r.err != nil || r.generation != 1 {
+				t.Fatalf("same protocols: %+v", r)
+			}
+			// Alone, it completes the join phase at once.
+			if r := h.join(withProtocols(p, "sticky", "range")); r.err != nil || r.generation != 2 || *r.protocol != "sticky" {
+				t.Fatalf("new protocol: %+v", r)
+			}
 		}},
 		{"static members leave by instance id", func(t *testing.T, h *gtest) {
 			r := h.join(static(jp("g", ""), "i1"))
