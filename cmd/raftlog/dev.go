@@ -83,6 +83,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		stopAll()
 		return 1
 	}
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", *kport+300)
 	fmt.Fprintf(stdout, `
 The cluster is up. Bootstrap servers: %s
 
@@ -91,9 +92,10 @@ Try:
   kcat -b %s -t demo -C -e                       # read the demo topic
   echo hello | kcat -b %s -t demo -P             # write to it
   go run ./cmd/raftlog log dump %s              # look at a partition on disk
+  go run ./cmd/raftlog cluster status --http %s   # nodes, leaders, lag (metrics: http://%s/metrics)
 
 Ctrl-C stops the cluster.
-`, strings.Join(bootstrap, ","), bootstrap[0], bootstrap[0], bootstrap[0], filepath.Join(*dir, "node-1", "demo-0", "log"))
+`, strings.Join(bootstrap, ","), bootstrap[0], bootstrap[0], bootstrap[0], filepath.Join(*dir, "node-1", "demo-0", "log"), httpAddr, httpAddr)
 	if !*exit {
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)

@@ -19,6 +19,8 @@ Usage:
   raftlog produce --topic T [--key-sep SEP]    one record per line of standard input, acks=all
   raftlog consume --topic T [--from start|end] [--count N] [--exit]
   raftlog health [--url URL]   exit 0 when URL (default http://127.0.0.1:9392/readyz) answers 200 (container health checks)
+  raftlog cluster status [--http ADDR,...] [--discover=false]
+                               ask every node's /v1/status (default 127.0.0.1:9392 and the members it names) and print nodes and partitions
   raftlog log dump PATH...     list the batches of segment files or partition directories and verify their indexes
 `
 
@@ -48,6 +50,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runConsume(args[1:], stdout, stderr)
 	case "health":
 		return runHealth(args[1:], stdout, stderr)
+	case "cluster":
+		return runCluster(args[1:], stdout, stderr)
 	case "flag-table":
 		flagTable(stdout)
 		return 0

@@ -55,7 +55,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.advertisedRaft, "advertised-raft-addr", "", "address peers reach the Raft transport at (default: --raft-addr)")
 	fs.StringVar(&f.gossipAddr, "gossip-addr", "127.0.0.1:9292", "memberlist gossip bind address")
 	fs.StringVar(&f.advertisedGossip, "advertised-gossip-addr", "", "address peers reach gossip at (default: --gossip-addr)")
-	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:9392", "HTTP address of /healthz and /readyz")
+	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:9392", "HTTP address of /healthz, /readyz, /metrics and /v1/status")
 	fs.StringVar(&f.join, "join", "", "comma-separated gossip addresses of nodes to join")
 	fs.StringVar(&f.rack, "rack", "", "rack (replicas are spread over racks)")
 	fs.StringVar(&f.bootIDFile, "boot-id-file", "/proc/sys/kernel/random/boot_id", "file holding the kernel boot id (the vote guard reads it)")
@@ -196,6 +196,8 @@ func startNode(f serveFlags, logger hclog.Logger, local bool) (*runningNode, err
 		}
 		fmt.Fprintln(w, "ready")
 	})
+	mux.Handle("/metrics", metricsHandler(nd))
+	mux.Handle("/v1/status", statusHandler(nd))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go hs.Serve(hln)
 	logger.Info("node started", "node", f.nodeID, "kafka", adv, "raft", f.raftAddr, "gossip", f.gossipAddr, "http", f.httpAddr)
