@@ -268,11 +268,23 @@ func (n *Node) broker(id int32) (BrokerInfo, bool) {
 	return BrokerInfo{}, false
 }
 
-// ControllerID is the node id leading the controller, -1 when none.
+// ControllerID is the node id leading the controller, -1 when none: also
+// while this node has not heard from the leader it knows for longer than
+// a few heartbeats (it is likely gone; clients asking meanwhile get "not
+// available" and ask again rather than cache a dead coordinator).
 func (n *Node) ControllerID() int32 {
 	id, _ := n.ctrl.Leader()
 	if id == "" {
 		return -1
+	}
+	if !n.ctrl.IsLeader() {
+		hb := n.cfg.Raft.HeartbeatTimeout
+		if hb == 0 {
+			hb = time.Second
+		}
+		if last := n.ctrl.Raft().LastContact(); !last.IsZero() && time.Since(last) > hb/2 {
+			return -1
+		}
 	}
 	return nodeOf(id)
 }

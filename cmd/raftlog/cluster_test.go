@@ -39,7 +39,7 @@ func freeAddr(t *testing.T) string {
 
 func startTestCluster(t *testing.T, n int) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Error, Output: testLogWriter{t}})}
+	c := &testCluster{t: t, logger: hclog.New(&hclog.LoggerOptions{Level: hclog.LevelFromString(envOr("RAFTLOG_TEST_LOG", "error")), Output: testLogWriter{t}})}
 	var gossip []string
 	for i := 0; i < n; i++ {
 		gossip = append(gossip, freeAddr(t))

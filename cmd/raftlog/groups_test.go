@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestConsumerGroupOnCluster: a kgo consumer group of three members on six
+// partitions of a running cluster consumes everything; committed offsets
+// survive the loss of the coordinator's node (the controller leader), and
+// a new member resumes exactly where the group committed.
+func TestConsumerGroupOnCluster(t *testing.T) {
+	c := startTestCluster(t, 3)
+	c.createTopic("grp", 6, 3)
+	const total = 600
+	prod := c.client(kgo.DefaultProduceTopic("grp"))
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	for i := 0; i < total; i++ {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("g%04d", i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	var members []*kgo.Client
+	for m := 0; m < 3; m++ {
+		cl := c.client(kgo.ConsumerGroup("g1"), kgo.ConsumeTopics("grp"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.DisableAutoCommit(), kgo.SessionTimeout(6*time.Second))
+		members = append(members, cl)
+	}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for _, cl := range members {
+		wg.Add(1)
+		go func(cl *kgo.Client) {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				pctx, pcancel := context.WithTimeout(ctx, time.Second)
+				fs := cl.PollFetches(pctx)
+				pcancel()
+				fs.EachRecord(func(r *kgo.Record) {
+					if string(r.Value) == "warmup" {
+						return
+					}
+					mu.Lock()
+					seen[string(r.Value)] = true
+					mu.Unlock()
+				})
+				cl.CommitUncommittedOffsets(ctx)
+			}
+		}(cl)
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		mu.Lock()
+		n := len(seen)
+		mu.Unlock()
+		if n == total {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the group consumed %d of %d", n, total)
+		}
+		time.Sleep(50 * time.Millisecond) // polling progress with a deadline
+	}
+	t.Logf("group consumed everything after %v", time.Since(deadline.Add(-90*time.Second)))
+	close(stop)
+	wg.Wait()
+	for _, cl := range members {
+		cl.CommitUncommittedOffsets(ctx)
+		cl.LeaveGroup()
+	}
+	adm := kadm.NewClient(c.client())
+	before, err := adm.FetchOffsets(ctx, "g1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nb := 0
+	before.Each(func(o kadm.OffsetResponse) { nb++ })
+	if nb != 6 {
+		for i, nd := range c.nodes {
+			t.Logf("node %d groups with offsets %v: %+v", i+1, nd.node.Meta().OffsetGroups(), nd.node.Meta().GroupOffsets("g1", nil))
+		}
+		t.Fatalf("committed offsets of %d partitions, want 6: %+v", nb, before)
+	}
+	// Kill the coordinator's node (the controller leader).
+	coord := -1
+	for i, nd := range c.nodes {
+		if nd.node.ControllerID() == nd.node.ID() {
+			coord = i
+		}
+	}
+	if coord < 0 {
+		t.Fatal("no controller leader")
+	}
+	t.Logf("killing node %d, the controller leader", coord+1)
+	c.nodes[coord].node.Kill()
+	c.nodes[coord].rpc.Close()
+	c.nodes[coord] = nil
+	var rest []string
+	for i, b := range c.bootstrap {
+		if i != coord {
+			rest = append(rest, b)
+		}
+	}
+	// The survivors elect a new controller, the coordinator of groups.
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		agreed := true
+		for _, nd := range c.nodes {
+			if nd != nil && (nd.node.ControllerID() < 0 || nd.node.ControllerID() == int32(coord+1)) {
+				agreed = false
+			}
+		}
+		if agreed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no new controller after the old one's node died")
+		}
+		time.Sleep(50 * time.Millisecond) // polling with a deadline
+	}
+	cl2, err := kgo.NewClient(kgo.SeedBrokers(rest...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl2.Close()
+	adm2 := kadm.NewClient(cl2)
+	var after kadm.OffsetResponses
+	for {
+		fctx, fcancel := context.WithTimeout(ctx, 3*time.Second)
+		after, err = adm2.FetchOffsets(fctx, "g1")
+		fcancel()
+		if err == nil && after.Error() == nil && len(after) > 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("offsets after the coordinator's loss: %v %v", err, after.Error())
+		}
+		time.Sleep(200 * time.Millisecond) // a new controller is being elected
+	}
+	before.Each(func(o kadm.OffsetResponse) {
+		a, ok := after.Lookup(o.Topic, o.Partition)
+		if !ok || a.At != o.At {
+			t.Errorf("%s/%d: committed %d before the coordinator died, %d after", o.Topic, o.Partition, o.At, a.At)
+		}
+	})
+	// A new member resumes at the committed offsets: nothing to read.
+	fresh, err := kgo.NewClient(kgo.SeedBrokers(rest...), kgo.ConsumerGroup("g1"), kgo.ConsumeTopics("grp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	pctx, pcancel := context.WithTimeout(ctx, 8*time.Second)
+	fs := fresh.PollFetches(pctx)
+	pcancel()
+	n := 0
+	fs.EachRecord(func(r *kgo.Record) {
+		if string(r.Value) != "warmup" {
+			n++
+		}
+	})
+	if n != 0 {
+		t.Fatalf("a member joining after the commits read %d records again", n)
+	}
+}
+
+// TestKcatBalancedConsumer: kcat -G (librdkafka's balanced consumer)
+// reads a topic through a group.
+func TestKcatBalancedConsumer(t *testing.T) {
+	path, err := exec.LookPath("kcat")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("kcat is not installed")
+		}
+		t.Skip("kcat not installed")
+	}
+	c := startTestCluster(t, 3)
+	c.createTopic("kg", 2, 3)
+	prod := c.client(kgo.DefaultProduceTopic("kg"))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for i := 0; i < 40; i++ {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("kg-%02d", i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.CommandContext(ctx, path, "-b", strings.Join(c.bootstrap, ","), "-G", "kcat-group", "-o", "beginning", "-e",
+		"-X", "auto.offset.reset=earliest", "-f", "%s\n", "kg")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("kcat -G: %v\n%s", err, out)
+	}
+	if n := strings.Count(string(out), "kg-"); n != 40 {
+		t.Fatalf("kcat -G read %d of 40 records:\n%s", n, out)
+	}
+}
