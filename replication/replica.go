@@ -230,6 +230,7 @@ func Open(cfg Config) (*Replica, error) {
 	if r.snaps, err = openSnapshotStore(fsys, cfg.Dir, r.log); err != nil {
 		return fail(err)
 	}
+	r.snaps.store = r.store
 	hw := r.log.StartOffset()
 	metas, _ := r.snaps.list()
 	if len(metas) > 0 && metas[0].End > hw {

@@ -186,3 +186,41 @@ func TestCleanRestartOfWholeGroup(t *testing.T) {
 	g.produce(g.leader(), a, 40, 5)
 	g.checkConverged(a)
 }
+
+// TestSnapshotEndingInRaftEntries: a snapshot taken right after an
+// election, when the log ends with Raft's own entries (a noop, a barrier)
+// past the last command, restores on a lagging replica with exactly the
+// leader's offsets: later batches land at the same offsets everywhere.
+func TestSnapshotEndingInRaftEntries(t *testing.T) {
+	g := newTestGroup(t, 3, func(g *tgroup) {
+		g.raftCfg.TrailingLogs = 5
+		g.logCfg = log.Config{SegmentBytes: 2048, SegmentIndexBytes: 4096}
+	})
+	a := acked{}
+	ld := g.leader()
+	g.produce(ld, a, 0, 10)
+	lag := others(g.nodes, []*tnode{ld})[0]
+	g.checkConverged(a)
+	g.kill(lag)
+	g.produce(ld, a, 10, 60)
+	// A new leader: its log ends with its noop and barrier.
+	var target *tnode
+	for _, nd := range g.nodes {
+		if nd.up && nd != ld {
+			target = nd
+		}
+	}
+	if err := ld.rep.TransferLeadership(target.rep.ServerID(), target.rep.Address()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new leader to be ready", 20*time.Second, func() bool { return target.rep.LeaderReady() })
+	if err := target.rep.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	if first, _ := target.rep.store.FirstIndex(); first < 20 {
+		t.Fatalf("raft log not compacted: first index %d", first)
+	}
+	g.start(lag)
+	g.produce(target, a, 70, 20)
+	g.checkConverged(a)
+}

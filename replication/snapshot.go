@@ -97,7 +97,11 @@ type snapshotStore struct {
 	fs  vfs.FS
 	dir string
 	log *log.Log
-	mu  sync.Mutex
+	// store locates the snapshot's entry: its end offset is where the
+	// snapshot ends (Raft's own entries after the last applied command,
+	// a noop or a barrier, included: they hold offsets too).
+	store *logStore
+	mu    sync.Mutex
 }
 
 func openSnapshotStore(fsys vfs.FS, replicaDir string, l *log.Log) (*snapshotStore, error) {
@@ -264,6 +268,15 @@ func (k *snapSink) Write(p []byte) (int, error) {
 				return 0, err
 			}
 			k.meta.Start, k.meta.End = h.start, h.end
+			if h.flags&snapHasData == 0 && k.store.store != nil {
+				// A local snapshot ends after the entry at its index, which
+				// the high watermark may not cover (Raft applies noops and
+				// barriers without the FSM). A follower restoring it must
+				// end its log exactly there, or later offsets shift.
+				if end, ok := k.store.store.offsetAfter(k.meta.Index); ok && end > k.meta.End {
+					k.meta.End = end
+				}
+			}
 			if h.flags&snapHasData != 0 {
 				k.meta.HasData = true
 				if k.data, err = k.store.fs.Create(k.store.dataPath(k.meta.ID)); err != nil {
