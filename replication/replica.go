@@ -141,6 +141,7 @@ type Replica struct {
 	// term (a barrier), so its high watermark covers every entry earlier
 	// leaders may have served; cleared when leadership goes.
 	ready     atomic.Bool
+	raftp     atomic.Pointer[raft.Raft] // r.raft for goroutines that may run before NewRaft returns
 	gateMu    sync.Mutex
 	gateSince time.Time
 	gateWhy   string
@@ -327,10 +328,15 @@ func Open(cfg Config) (*Replica, error) {
 	conf.BatchApplyCh = true
 	conf.NoSnapshotRestoreOnStart = true
 	conf.ShutdownOnRemove = false
+	r.store.follower = func() bool {
+		rf := r.raftp.Load()
+		return rf != nil && rf.State() == raft.Follower
+	}
 	if r.raft, err = raft.NewRaft(conf, r.fsm, r.store, r.stable, r.snaps, r.guard); err != nil {
 		r.guard.Close()
 		return fail(err)
 	}
+	r.raftp.Store(r.raft)
 	if r.ctl, err = newCtlServer(r); err != nil {
 		r.raft.Shutdown().Error()
 		return fail(err)

@@ -47,6 +47,10 @@ type logStore struct {
 	cache [entryCacheSize]*raft.Log
 	// applied is the FSM's last applied index (set once the FSM exists).
 	applied func() uint64
+	// follower reports whether the replica follows: then every produced
+	// batch arrives with the offset its leader assigned, which must be the
+	// one this log assigns (a check that the replicas' offsets never drift).
+	follower func() bool
 }
 
 const entryCacheSize = 128
@@ -244,6 +248,16 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 			return err
 		}
 		s.first = logs[0].Index
+	}
+	if s.follower != nil && s.follower() {
+		next := s.log.EndOffset()
+		for i, b := range s.bufs {
+			bb := log.Batch(b)
+			if logs[i].Type == raft.LogCommand && !bb.IsControl() && bb.BaseOffset() != 0 && bb.BaseOffset() != next {
+				return fmt.Errorf("replication: entry %d was written at offset %d by the leader, this log would put it at %d: the replicas' offsets drifted apart", logs[i].Index, bb.BaseOffset(), next)
+			}
+			next += int64(bb.LastOffsetDelta()) + 1
+		}
 	}
 	if _, err := s.log.AppendVec(s.bufs, -1); err != nil {
 		return fmt.Errorf("replication: store entries %d-%d: %w", logs[0].Index, logs[len(logs)-1].Index, err)
