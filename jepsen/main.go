@@ -77,6 +77,11 @@ type fault struct {
 const topic = "jepsen"
 
 func run(cfg runConfig) (Result, error) {
+	// A run starts from nothing: results of an earlier run in the same
+	// directory (its node data above all) are removed.
+	if err := os.RemoveAll(cfg.Out); err != nil {
+		return Result{}, err
+	}
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return Result{}, err
 	}
