@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/raftlog/raftlog/log"
 	"github.com/raftlog/raftlog/replication"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -80,5 +79,3 @@ func (n *Node) DeleteRecords(ctx context.Context, topic string, p int32, offset 
 	}
 	return r.DeleteRecords(ctx, offset)
 }
-
-var _ = log.ErrOffsetOutOfRange

@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -313,5 +312,3 @@ func writeReport(cfg runConfig, res Result, faults []fault, writes []Write) erro
 	}
 	return os.WriteFile(filepath.Join(cfg.Out, "report.md"), []byte(b.String()), 0o644)
 }
-
-var _ = kadm.NewClient

@@ -1,7 +1,6 @@
 package log
 
 import (
-	"encoding/binary"
 	"fmt"
 	"io"
 	"sync"
@@ -234,28 +233,25 @@ func (l *Log) timestampInSegment(seg *segment, from, ts, start, maxOffset int64)
 }
 
 // firstRecordAtOrAfter walks an uncompressed batch's records for the first
-// with timestamp ≥ ts. A record: length varint, attributes int8,
-// timestampDelta varlong, offsetDelta varint, then key, value, headers.
+// at or past start with timestamp ≥ ts. A record: length varint, attributes
+// int8, timestampDelta varlong, offsetDelta varint, then key, value,
+// headers (not needed here).
 func firstRecordAtOrAfter(b Batch, ts, start int64) (int64, int64, bool) {
 	p := b.Records()
 	base, baseTs := b.BaseOffset(), b.BaseTimestamp()
 	for len(p) > 0 {
-		l, w := binary.Varint(p)
-		if w <= 0 || l < 0 || int64(len(p)-w) < l {
+		l, rest, ok := readVarint(p)
+		if !ok || l < 1 || int64(len(rest)) < l {
 			return 0, 0, false
 		}
-		rec := p[w : w+int(l)]
-		p = p[w+int(l):]
-		if len(rec) < 1 {
+		rec := rest[1:l]
+		p = rest[l:]
+		td, rec, ok := readVarint(rec)
+		if !ok {
 			return 0, 0, false
 		}
-		rec = rec[1:] // attributes
-		td, w1 := binary.Varint(rec)
-		if w1 <= 0 {
-			return 0, 0, false
-		}
-		od, w2 := binary.Varint(rec[w1:])
-		if w2 <= 0 {
+		od, _, ok := readVarint(rec)
+		if !ok {
 			return 0, 0, false
 		}
 		if baseTs+td >= ts && base+od >= start {

@@ -205,9 +205,6 @@ func (s *segment) addIndexEntry(off, pos int64) error {
 	return nil
 }
 
-// indexFull reports whether an entry may not fit any more: the log rolls.
-func (s *segment) indexFull() bool { return s.oi.IsFull() || s.ti.IsFull() }
-
 // seal makes the segment immutable: fsync the .log, add the final time
 // index entry, trim both indexes and remap them read-only.
 func (s *segment) seal() error {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -242,5 +241,3 @@ func (p partition) DeleteRecords(ctx context.Context, offset int64) (int64, erro
 	}
 	return off, err
 }
-
-var _ = hex.EncodeToString

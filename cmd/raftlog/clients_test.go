@@ -13,7 +13,6 @@ import (
 	"github.com/IBM/sarama"
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestSarama: IBM/sarama's sync producer and partition consumer.
@@ -171,5 +170,3 @@ func TestKcat(t *testing.T) {
 		t.Fatalf("kcat -L: %v\n%s", err, meta)
 	}
 }
-
-var _ = kgo.NewClient
