@@ -64,6 +64,10 @@ type Config struct {
 	// and some will not come back: the most complete survivors must lead;
 	// writes acknowledged past their logs may be lost, and the log says so).
 	AcceptDataLoss bool
+	// ProducerIDExpiration and MaxProducerIDs bound each partition's
+	// idempotent-producer state (see replication.Config).
+	ProducerIDExpiration time.Duration
+	MaxProducerIDs       int
 }
 
 // BrokerInfo is a live member.
@@ -239,6 +243,7 @@ func (n *Node) openReplica(group, dirName string, lc log.Config) (*replication.R
 	r, err := replication.Open(replication.Config{
 		Group: group, NodeID: strconv.Itoa(int(n.cfg.NodeID)), ServerID: serverID(n.cfg.NodeID, n.incarnation),
 		Dir: dir, Log: lc, Mux: n.mux, Logger: n.logger, BootID: n.cfg.BootID, Raft: n.cfg.Raft,
+		ProducerIDExpiration: n.cfg.ProducerIDExpiration, MaxProducerIDs: n.cfg.MaxProducerIDs,
 	})
 	if err == nil && n.cfg.AcceptDataLoss && r.Gated() {
 		r.ForceUngate("--accept-data-loss")

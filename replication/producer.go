@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/raftlog/raftlog/log"
 )
@@ -19,6 +20,13 @@ import (
 // handed to Raft and not yet applied, so that several in flight from one
 // producer are checked against each other. Leadership changes drop the
 // pending layer.
+//
+// The applied layer is bounded as Kafka bounds it: a producer that has
+// written nothing for the expiration (producer.id.expiration.ms, by the
+// largest timestamp of its batches, as Kafka judges it) is forgotten, and
+// past a cap on ids per partition the least recently written is. A
+// forgotten producer is treated as new: its next batch is accepted at
+// whatever sequence it carries, as Kafka accepts one whose state expired.
 
 // Errors of the producer checks; rpc maps them to Kafka's codes.
 var (
@@ -36,8 +44,15 @@ type seqRange struct {
 	err         error
 }
 
+// Defaults of the producer-state bounds.
+const (
+	DefaultProducerIDExpiration = 24 * time.Hour // Kafka's producer.id.expiration.ms
+	DefaultMaxProducerIDs       = 100000         // per partition
+)
+
 type producerState struct {
 	epoch   int16
+	lastTS  int64      // largest batch timestamp seen (ms)
 	batches []seqRange // oldest first, at most producerWindow
 }
 
@@ -46,10 +61,67 @@ type producers struct {
 	applied   map[int64]*producerState
 	pending   map[int64][]*seqRange
 	pendEpoch map[int64]int16 // epoch of a producer's pending batches
+
+	expiryMs  int64            // forget a producer silent this long (ms)
+	maxIDs    int              // at most this many producers in the applied layer
+	now       func() time.Time // wall clock (tests set it)
+	lastSweep int64            // ms of the last expiry sweep
+	expired   int              // producers forgotten so far (expiry or cap)
 }
 
 func newProducers() *producers {
-	return &producers{applied: map[int64]*producerState{}, pending: map[int64][]*seqRange{}, pendEpoch: map[int64]int16{}}
+	return &producers{applied: map[int64]*producerState{}, pending: map[int64][]*seqRange{}, pendEpoch: map[int64]int16{},
+		expiryMs: DefaultProducerIDExpiration.Milliseconds(), maxIDs: DefaultMaxProducerIDs, now: time.Now}
+}
+
+// setBounds sets the expiration and the cap (zero values keep defaults).
+func (p *producers) setBounds(expiry time.Duration, maxIDs int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if expiry > 0 {
+		p.expiryMs = expiry.Milliseconds()
+	}
+	if maxIDs > 0 {
+		p.maxIDs = maxIDs
+	}
+}
+
+// count is the number of producers the applied layer holds, and how many
+// it has forgotten.
+func (p *producers) count() (held, forgotten int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.applied), p.expired
+}
+
+// sweepInterval is how often observe looks for expired producers.
+func (p *producers) sweepInterval() int64 { return min(max(p.expiryMs/10, 1000), 60_000) }
+
+// bound applies the expiration and the cap; mu is held.
+func (p *producers) bound() {
+	now := p.now().UnixMilli()
+	if now-p.lastSweep >= p.sweepInterval() {
+		p.lastSweep = now
+		for pid, st := range p.applied {
+			if now-st.lastTS >= p.expiryMs && len(p.pending[pid]) == 0 {
+				delete(p.applied, pid)
+				p.expired++
+			}
+		}
+	}
+	for len(p.applied) > p.maxIDs {
+		oldest, ts := int64(-1), int64(0)
+		for pid, st := range p.applied {
+			if len(p.pending[pid]) == 0 && (oldest < 0 || st.lastTS < ts) {
+				oldest, ts = pid, st.lastTS
+			}
+		}
+		if oldest < 0 {
+			return
+		}
+		delete(p.applied, oldest)
+		p.expired++
+	}
 }
 
 // nextSeq is the sequence that follows last (sequences wrap to 0).
@@ -76,6 +148,12 @@ func (p *producers) observe(b log.Batch) {
 	if b.ProducerEpoch() < st.epoch {
 		return
 	}
+	ts := b.MaxTimestamp()
+	if ts <= 0 {
+		ts = p.now().UnixMilli() // a batch without timestamps: when it was seen
+	}
+	st.lastTS = max(st.lastTS, ts)
+	defer p.bound()
 	first := b.BaseSequence()
 	last := first + b.LastOffsetDelta()
 	for _, r := range st.batches {
@@ -149,6 +227,8 @@ func (p *producers) check(b log.Batch) (dup, reg *seqRange, err error) {
 	switch {
 	case curEpoch >= 0 && epoch < curEpoch:
 		return nil, nil, fmt.Errorf("%w: epoch %d, current %d", ErrProducerFenced, epoch, curEpoch)
+	case curEpoch >= 0 && epoch > curEpoch && first != 0:
+		return nil, nil, fmt.Errorf("%w: a new epoch %d must start at sequence 0, got %d", ErrOutOfOrderSequence, epoch, first)
 	case epoch > curEpoch:
 		window = nil // a new epoch starts its sequences again
 	}

@@ -14,7 +14,7 @@ import (
 func idemBatch(pid int64, epoch int16, seq int32, n int) log.Batch {
 	recs := make([]log.Record, n)
 	for i := range recs {
-		recs[i] = log.Record{Value: []byte(fmt.Sprintf("p%d-e%d-s%d", pid, epoch, int(seq)+i)), Timestamp: 1}
+		recs[i] = log.Record{Value: []byte(fmt.Sprintf("p%d-e%d-s%d", pid, epoch, int(seq)+i)), Timestamp: time.Now().UnixMilli()}
 	}
 	return log.Batch(log.BuildBatch(nil, log.BatchOptions{ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq}, recs))
 }
@@ -33,6 +33,9 @@ func (m *refModel) decide(pid int64, epoch int16, first, last int32) (dupOffset 
 	}
 	h := m.hist[pid]
 	if known && epoch > cur {
+		if first != 0 {
+			return -1, ErrOutOfOrderSequence // a new epoch starts at sequence 0
+		}
 		h = nil
 	}
 	for _, b := range h {
@@ -95,6 +98,8 @@ func TestProducerStateAgainstReference(t *testing.T) {
 				epoch, seq = epochs[pid], 0
 			case k == 5 && epoch > 0: // a zombie with the old epoch
 				epoch--
+			case k == 6: // a new epoch that does not start at 0
+				epoch, seq = epochs[pid]+1, 1+int32(r.IntN(5))
 			}
 			b := idemBatch(pid, epoch, seq, n)
 			first, last := seq, seq+int32(n-1)
@@ -186,5 +191,80 @@ func TestDuplicateSuppressionAcrossFailover(t *testing.T) {
 	off, err = ld2.rep.Append(ctx, idemBatch(42, 0, 12, 3), AcksAll)
 	if err != nil || off != offs[4] {
 		t.Fatalf("retry after restarts: offset %d %v, want %d", off, err, offs[4])
+	}
+}
+
+// tsBatch is idemBatch with every record at timestamp ts (ms).
+func tsBatch(pid int64, epoch int16, seq int32, n int, ts int64) log.Batch {
+	recs := make([]log.Record, n)
+	for i := range recs {
+		recs[i] = log.Record{Value: []byte("x"), Timestamp: ts}
+	}
+	return log.Batch(log.BuildBatch(nil, log.BatchOptions{ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq}, recs))
+}
+
+// TestProducerStateExpiry: a producer silent for the expiration (by its
+// batches' timestamps) is forgotten at the next sweep; until then its
+// retries are duplicates, afterwards its next batch is taken as new, at
+// any sequence, as Kafka takes a producer whose state expired.
+func TestProducerStateExpiry(t *testing.T) {
+	now := time.UnixMilli(10_000_000)
+	p := newProducers()
+	p.now = func() time.Time { return now }
+	p.setBounds(time.Hour, 0)
+	commit := func(b log.Batch, off int64) {
+		t.Helper()
+		dup, reg, err := p.check(b)
+		if err != nil || dup != nil || reg == nil {
+			t.Fatalf("batch of %d not taken as new: dup %+v err %v", b.ProducerID(), dup, err)
+		}
+		b.SetBaseOffset(off)
+		p.observe(b)
+	}
+	old := tsBatch(1, 0, 0, 2, now.UnixMilli())
+	commit(old, 100)
+	// Within the expiration: a retry is a duplicate.
+	now = now.Add(59 * time.Minute)
+	commit(tsBatch(2, 0, 0, 1, now.UnixMilli()), 102)
+	if dup, _, err := p.check(tsBatch(1, 0, 0, 2, 0)); err != nil || dup == nil || dup.offset != 100 {
+		t.Fatalf("retry within the expiration: dup %+v err %v", dup, err)
+	}
+	if held, gone := p.count(); held != 2 || gone != 0 {
+		t.Fatalf("held %d forgotten %d, want 2 and 0", held, gone)
+	}
+	// Past it: the next write sweeps producer 1 away, producer 2 stays.
+	now = now.Add(2 * time.Minute)
+	commit(tsBatch(3, 0, 0, 1, now.UnixMilli()), 103)
+	if held, gone := p.count(); held != 2 || gone != 1 {
+		t.Fatalf("after the expiration: held %d forgotten %d, want 2 and 1", held, gone)
+	}
+	if dup, _, err := p.check(tsBatch(2, 0, 0, 1, 0)); err != nil || dup == nil || dup.offset != 102 {
+		t.Fatalf("producer 2 should still be known: dup %+v err %v", dup, err)
+	}
+	commit(tsBatch(1, 0, 7, 1, now.UnixMilli()), 104)
+}
+
+// TestProducerStateCap: past the cap, the least recently written producer
+// is forgotten first.
+func TestProducerStateCap(t *testing.T) {
+	now := time.UnixMilli(10_000_000)
+	p := newProducers()
+	p.now = func() time.Time { return now }
+	p.setBounds(0, 10)
+	for pid := int64(0); pid < 25; pid++ {
+		b := tsBatch(pid, 0, 0, 1, now.UnixMilli()+pid)
+		if _, _, err := p.check(b); err != nil {
+			t.Fatal(err)
+		}
+		b.SetBaseOffset(pid)
+		p.observe(b)
+	}
+	if held, gone := p.count(); held != 10 || gone != 15 {
+		t.Fatalf("held %d forgotten %d, want 10 and 15", held, gone)
+	}
+	for pid := int64(15); pid < 25; pid++ {
+		if dup, _, err := p.check(tsBatch(pid, 0, 0, 1, 0)); err != nil || dup == nil || dup.offset != pid {
+			t.Fatalf("producer %d (among the newest ten) forgotten: dup %+v err %v", pid, dup, err)
+		}
 	}
 }

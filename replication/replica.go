@@ -58,6 +58,13 @@ type Config struct {
 	BootID string
 	// Timing and snapshot cadence of Raft; zero fields take defaults.
 	Raft RaftConfig
+	// ProducerIDExpiration forgets an idempotent producer that has written
+	// nothing for this long (default DefaultProducerIDExpiration, Kafka's
+	// producer.id.expiration.ms); MaxProducerIDs caps the producers a
+	// partition remembers (default DefaultMaxProducerIDs), forgetting the
+	// least recently written first.
+	ProducerIDExpiration time.Duration
+	MaxProducerIDs       int
 	// DisableVoteGuard turns the guard off. Only tests that show what the
 	// guard prevents set it.
 	DisableVoteGuard bool
@@ -260,6 +267,7 @@ func Open(cfg Config) (*Replica, error) {
 	}
 	r.fsm.onMarker = r.onMarker
 	r.prod = newProducers()
+	r.prod.setBounds(cfg.ProducerIDExpiration, cfg.MaxProducerIDs)
 	r.fsm.onBatch = r.prod.observe
 	// The producer state of what is committed and before the entries Raft
 	// will apply again (the snapshot's end): rebuilt from batch headers.
@@ -677,6 +685,10 @@ func (r *Replica) watchLeadership() {
 		}
 	}
 }
+
+// ProducerIDs is the number of idempotent producers whose state the
+// partition holds, and how many it has forgotten (expired or capped).
+func (r *Replica) ProducerIDs() (held, forgotten int) { return r.prod.count() }
 
 // LeaderReady reports whether this replica leads and has applied every
 // entry of earlier terms: only then may it serve reads and offsets (its

@@ -44,6 +44,8 @@ type serveFlags struct {
 	partitions       int
 	replication      int
 	acceptDataLoss   bool
+	producerIDExpiry time.Duration
+	maxProducerIDs   int
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -65,6 +67,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	fs.IntVar(&f.partitions, "default-partitions", 1, "partitions of a topic created without a count")
 	fs.IntVar(&f.replication, "default-replication-factor", -1, "replicas of a topic created without a factor (-1: min(3, brokers))")
+	fs.DurationVar(&f.producerIDExpiry, "producer-id-expiration", replication.DefaultProducerIDExpiration, "forget an idempotent producer's sequence state after it has written nothing for this long (Kafka's producer.id.expiration.ms)")
+	fs.IntVar(&f.maxProducerIDs, "max-producer-ids", replication.DefaultMaxProducerIDs, "idempotent producers remembered per partition; past it the least recently written is forgotten")
 	fs.BoolVar(&f.acceptDataLoss, "accept-data-loss", false, "release the vote guard of this node's replicas: only when every replica of a group lost power and some are gone for good (writes acknowledged past the surviving logs may be lost)")
 }
 
@@ -175,6 +179,7 @@ func startNode(f serveFlags, logger hclog.Logger, local bool) (*runningNode, err
 		ControllerVoters: f.controllerVoters, ExpectNodes: f.expectNodes,
 		DefaultPartitions: int32(f.partitions), DefaultReplication: int16(f.replication),
 		Logger: logger.With("node", strconv.Itoa(f.nodeID)), LocalGossip: local, AcceptDataLoss: f.acceptDataLoss,
+		ProducerIDExpiration: f.producerIDExpiry, MaxProducerIDs: f.maxProducerIDs,
 	}
 	if local {
 		cfg.Raft = replication.RaftConfig{HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond, LeaderLeaseTimeout: 250 * time.Millisecond}
