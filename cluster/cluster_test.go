@@ -86,8 +86,24 @@ func TestClusterTopicsLeadersAndFailover(t *testing.T) {
 		t.Fatalf("the new leader holds another batch at the acknowledged offset %d", off)
 	}
 	c.Restart(leadIdx)
-	if _, _, err := c.Nodes[0].InitProducerID(ctx); err != nil {
+	// Producer ids: fresh ones differ; a bump keeps the id and raises the
+	// epoch once the node knows the id; an unknown id gets a fresh one.
+	pid1, e1, err := c.Nodes[0].InitProducerID(ctx, -1, -1)
+	if err != nil {
 		t.Fatal(err)
+	}
+	pid2, _, err := c.Nodes[1].InitProducerID(ctx, -1, -1)
+	if err != nil || pid2 == pid1 || e1 != 0 {
+		t.Fatalf("producer ids %d and %d (epoch %d), err %v", pid1, pid2, e1, err)
+	}
+	clustertest.WaitFor(t, "node 3 to apply the allocations", 10*time.Second, func() bool {
+		return c.Nodes[2].Meta().LastProducerID() >= max(pid1, pid2)
+	})
+	if id, e, err := c.Nodes[2].InitProducerID(ctx, pid1, 4); err != nil || id != pid1 || e != 5 {
+		t.Fatalf("bump of (%d, 4): (%d, %d) %v", pid1, id, e, err)
+	}
+	if id, e, err := c.Nodes[2].InitProducerID(ctx, max(pid1, pid2)+1000, 0); err != nil || id == max(pid1, pid2)+1000 || e != 0 {
+		t.Fatalf("bump of an unknown id: (%d, %d) %v", id, e, err)
 	}
 	if err := c.Nodes[2].DeleteTopic(ctx, "orders"); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"sort"
 	"strconv"
@@ -301,8 +302,16 @@ func (n *Node) AlterTopicConfigs(ctx context.Context, name string, set map[strin
 }
 
 // InitProducerID allocates a producer id unique in the cluster: the
-// offset of the allocation in the controller log.
-func (n *Node) InitProducerID(ctx context.Context) (int64, int16, error) {
+// offset of the allocation in the controller log. Given the id and epoch
+// a producer already has (KIP-360 epoch bump), it answers the same id
+// with the next epoch, once the id is known to have been allocated; the
+// partitions then fence the old epoch. An unknown id, or an exhausted
+// epoch, gets a fresh id at epoch 0, as Kafka gives an idempotent
+// producer.
+func (n *Node) InitProducerID(ctx context.Context, producerID int64, epoch int16) (int64, int16, error) {
+	if producerID >= 0 && epoch >= 0 && epoch < math.MaxInt16-1 && producerID <= n.meta.LastProducerID() {
+		return producerID, epoch + 1, nil
+	}
 	off, err := n.controllerAppend(ctx, command{Op: "alloc_producer_id"})
 	if err != nil {
 		return -1, -1, err

@@ -35,6 +35,12 @@ type command struct {
 	Offsets []GroupOffset `json:"offsets,omitempty"`
 	// delete_offsets with no Offsets deletes all of the group's.
 	// alloc_producer_id: the id is the offset of the command.
+	// reassign, reassign_done (reassign.go): Topic, TopicID, Partition
+	// and the target Replicas; Cancel moves back to where the
+	// reassignment began.
+	Partition int32   `json:"partition,omitempty"`
+	Replicas  []int32 `json:"replicas,omitempty"`
+	Cancel    bool    `json:"cancel,omitempty"`
 }
 
 // Topic is a topic in the metadata.
@@ -43,6 +49,10 @@ type Topic struct {
 	ID         [16]byte
 	Partitions [][]int32 // replica node ids per partition; the first is the preferred leader
 	Configs    map[string]string
+	// Reassigning holds the partitions whose replicas are moving, by
+	// partition; their Partitions entry is then every replica old and
+	// new (see reassign.go).
+	Reassigning map[int32]Reassignment
 }
 
 // GroupOffset is a committed consumer-group offset.
@@ -63,11 +73,20 @@ type Meta struct {
 	// "topic/partition".
 	offsets map[string]map[string]GroupOffset
 	applied int64 // offset after the last applied command
+	// lastProducerID is the highest producer id allocated (-1: none).
+	lastProducerID int64
 	changed chan struct{}
 }
 
 func newMeta() *Meta {
-	return &Meta{topics: map[string]*Topic{}, offsets: map[string]map[string]GroupOffset{}, changed: make(chan struct{})}
+	return &Meta{topics: map[string]*Topic{}, offsets: map[string]map[string]GroupOffset{}, changed: make(chan struct{}), lastProducerID: -1}
+}
+
+// LastProducerID is the highest producer id allocated so far (-1: none).
+func (m *Meta) LastProducerID() int64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.lastProducerID
 }
 
 // ClusterID is the id chosen when the cluster was first started.
@@ -107,6 +126,12 @@ func copyTopic(t *Topic) Topic {
 	}
 	for k, v := range t.Configs {
 		c.Configs[k] = v
+	}
+	for p, r := range t.Reassigning {
+		if c.Reassigning == nil {
+			c.Reassigning = map[int32]Reassignment{}
+		}
+		c.Reassigning[p] = Reassignment{Target: append([]int32(nil), r.Target...), Origin: append([]int32(nil), r.Origin...)}
 	}
 	return c
 }
@@ -216,8 +241,13 @@ func (m *Meta) applyOne(c command, offset int64) {
 		if len(m.offsets[c.Group]) == 0 {
 			delete(m.offsets, c.Group)
 		}
+	case "reassign":
+		m.applyReassign(c)
+	case "reassign_done":
+		m.applyReassignDone(c)
 	case "alloc_producer_id":
-		// Nothing to hold: the id is the command's offset.
+		// The id is the command's offset.
+		m.lastProducerID = max(m.lastProducerID, offset)
 	}
 }
 

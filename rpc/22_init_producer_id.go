@@ -10,14 +10,19 @@ import (
 // idempotent producers (null transactional id) and, should the broker
 // support them, transactional ones: the broker decides (it may answer
 // NOT_COORDINATOR, TRANSACTIONAL_ID_AUTHORIZATION_FAILED...). The
-// producer id and epoch a v3+ client sends to bump its epoch are not
-// passed on: it gets a fresh id, which an idempotent producer accepts.
-// The transaction timeout is ignored. Errors answer id -1, epoch -1.
+// producer id and epoch a v3+ client sends to bump its epoch (KIP-360,
+// after a sequence error or a timed-out batch) are passed on; v0–2
+// requests carry none and pass -1, -1. The transaction timeout is
+// ignored. Errors answer id -1, epoch -1.
 func (s *Server) initProducerID(c *call, req *kmsg.InitProducerIDRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	ctx, cancel := timeoutCtx(c.ctx, 0)
 	defer cancel()
-	id, epoch, err := s.b.InitProducerID(ctx, req.TransactionalID)
+	pid, pepoch := int64(-1), int16(-1)
+	if req.Version >= 3 {
+		pid, pepoch = req.ProducerID, req.ProducerEpoch
+	}
+	id, epoch, err := s.b.InitProducerID(ctx, req.TransactionalID, pid, pepoch)
 	if err != nil {
 		resp.ErrorCode = s.code(err)
 		resp.ProducerID, resp.ProducerEpoch = -1, -1

@@ -51,8 +51,10 @@ type Broker interface {
 	Partition(topic string, partition int32) (Partition, error)
 
 	// InitProducerID hands out a producer id and epoch (idempotent
-	// producers); transactionalID is nil for non-transactional ones.
-	InitProducerID(ctx context.Context, transactionalID *string) (id int64, epoch int16, err error)
+	// producers); transactionalID is nil for non-transactional ones. A
+	// producer that already has an id passes it and its epoch (v3+,
+	// KIP-360) to have the epoch bumped; otherwise both are -1.
+	InitProducerID(ctx context.Context, transactionalID *string, producerID int64, epoch int16) (id int64, newEpoch int16, err error)
 }
 
 // Partition is a partition led by this node.

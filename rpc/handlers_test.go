@@ -233,6 +233,17 @@ func TestRawAdmin(t *testing.T) {
 	if first.ErrorCode != 0 || second.ErrorCode != 0 || first.ProducerID == second.ProducerID || first.ProducerID < 0 {
 		t.Fatalf("producer ids: %+v %+v", first, second)
 	}
+	// An epoch bump keeps the id; v2 cannot ask for one.
+	ip.ProducerID, ip.ProducerEpoch = first.ProducerID, first.ProducerEpoch
+	if resp := r.roundTrip(ip).(*kmsg.InitProducerIDResponse); resp.ErrorCode != 0 || resp.ProducerID != first.ProducerID || resp.ProducerEpoch != first.ProducerEpoch+1 {
+		t.Fatalf("epoch bump of %+v: %+v", first, resp)
+	}
+	ip.SetVersion(2)
+	if resp := r.roundTrip(ip).(*kmsg.InitProducerIDResponse); resp.ErrorCode != 0 || resp.ProducerID == first.ProducerID {
+		t.Fatalf("v2 with an id must get a fresh one: %+v", resp)
+	}
+	ip.SetVersion(4)
+	ip.ProducerID, ip.ProducerEpoch = -1, -1
 	ip.TransactionalID = kmsg.StringPtr("tx")
 	if resp := r.roundTrip(ip).(*kmsg.InitProducerIDResponse); resp.ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code || resp.ProducerID != -1 {
 		t.Fatalf("transactional: %+v", resp)

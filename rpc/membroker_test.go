@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -302,9 +303,12 @@ func (b *memBroker) part(topic string, partition int32) (*memPart, error) {
 	return t.parts[partition], nil
 }
 
-func (b *memBroker) InitProducerID(_ context.Context, transactionalID *string) (int64, int16, error) {
+func (b *memBroker) InitProducerID(_ context.Context, transactionalID *string, pid int64, epoch int16) (int64, int16, error) {
 	if transactionalID != nil {
 		return -1, -1, fmt.Errorf("%w: no transactions", kerr.TransactionalIDAuthorizationFailed)
+	}
+	if pid > 1000 && pid <= b.pids.Load()+1000 && epoch >= 0 && epoch < math.MaxInt16-1 {
+		return pid, epoch + 1, nil
 	}
 	return b.pids.Add(1) + 1000, 0, nil
 }

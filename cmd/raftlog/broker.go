@@ -130,11 +130,11 @@ func (b broker) Partition(topic string, p int32) (rpc.Partition, error) {
 	return partition{r: r}, nil
 }
 
-func (b broker) InitProducerID(ctx context.Context, transactionalID *string) (int64, int16, error) {
+func (b broker) InitProducerID(ctx context.Context, transactionalID *string, producerID int64, epoch int16) (int64, int16, error) {
 	if transactionalID != nil {
 		return -1, -1, kerr.TransactionalIDAuthorizationFailed
 	}
-	return b.n.InitProducerID(ctx)
+	return b.n.InitProducerID(ctx, producerID, epoch)
 }
 
 var _ rpc.GroupBroker = broker{}
