@@ -75,7 +75,7 @@ type Meta struct {
 	applied int64 // offset after the last applied command
 	// lastProducerID is the highest producer id allocated (-1: none).
 	lastProducerID int64
-	changed chan struct{}
+	changed        chan struct{}
 }
 
 func newMeta() *Meta {
