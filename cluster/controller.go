@@ -27,12 +27,16 @@ const clusterRPCGroup = "__cluster"
 type rpcRequest struct {
 	Op  string  `json:"op"`
 	Cmd command `json:"cmd"`
+	// transfer (balance.go): hand the leadership of Group to node To.
+	Group string `json:"group,omitempty"`
+	To    int32  `json:"to,omitempty"`
 }
 
 type rpcResponse struct {
-	Offset int64  `json:"offset"`
-	Err    string `json:"err,omitempty"`
-	Code   int16  `json:"code,omitempty"`
+	Offset int64       `json:"offset"`
+	Err    string      `json:"err,omitempty"`
+	Code   int16       `json:"code,omitempty"`
+	Report *nodeReport `json:"report,omitempty"` // report (balance.go)
 }
 
 func (n *Node) serveRPC() {
@@ -64,7 +68,7 @@ func (n *Node) serveRPC() {
 					}
 				}
 			default:
-				resp.Err = "unknown op " + req.Op
+				resp = n.handleRPC(req)
 			}
 			json.NewEncoder(c).Encode(resp)
 		}()
@@ -112,21 +116,8 @@ func (n *Node) controllerAppend(ctx context.Context, c command) (int64, error) {
 }
 
 func (n *Node) forward(ctx context.Context, addr raft.ServerAddress, c command) (int64, error) {
-	conn, err := n.mux.Dial(clusterRPCGroup, addr, 5*time.Second)
+	resp, err := n.call(ctx, addr, rpcRequest{Op: "append", Cmd: c})
 	if err != nil {
-		return -1, kerr.NotController
-	}
-	defer conn.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		conn.SetDeadline(dl)
-	} else {
-		conn.SetDeadline(time.Now().Add(30 * time.Second))
-	}
-	if err := json.NewEncoder(conn).Encode(rpcRequest{Op: "append", Cmd: c}); err != nil {
-		return -1, kerr.NotController
-	}
-	var resp rpcResponse
-	if err := json.NewDecoder(bufio.NewReader(conn)).Decode(&resp); err != nil {
 		return -1, kerr.NotController
 	}
 	if resp.Err != "" {

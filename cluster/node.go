@@ -68,6 +68,18 @@ type Config struct {
 	// idempotent-producer state (see replication.Config).
 	ProducerIDExpiration time.Duration
 	MaxProducerIDs       int
+	// LeaderBalanceInterval is how often the controller's leader spreads
+	// partition leaders evenly over the live nodes (0: never; see
+	// balance.go). LeaderBalanceMoves bounds the leadership transfers of
+	// one round (default 8), and a node up for less than
+	// LeaderBalanceGrace is given no leadership.
+	LeaderBalanceInterval time.Duration
+	LeaderBalanceMoves    int
+	LeaderBalanceGrace    time.Duration
+	// DeadNodeTimeout is how long a node may be absent from the live
+	// members before the controller's leader moves its replicas to live
+	// nodes (0: never; see reassign.go).
+	DeadNodeTimeout time.Duration
 }
 
 // BrokerInfo is a live member.
@@ -98,6 +110,9 @@ type Node struct {
 	replicas map[string]*replication.Replica // by group "<topic>-<partition>"
 	closed   bool
 
+	started time.Time
+	heal    healState // owned by healLoop
+
 	kick   chan struct{}
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -121,8 +136,11 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.DefaultPartitions <= 0 {
 		cfg.DefaultPartitions = 1
 	}
+	if cfg.LeaderBalanceMoves <= 0 {
+		cfg.LeaderBalanceMoves = 8
+	}
 	n := &Node{cfg: cfg, logger: cfg.Logger.With("node", cfg.NodeID), meta: newMeta(), leaders: newLeaderTable(),
-		replicas: map[string]*replication.Replica{}, kick: make(chan struct{}, 1), stop: make(chan struct{})}
+		replicas: map[string]*replication.Replica{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), started: time.Now()}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
@@ -151,10 +169,11 @@ func Start(cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go n.applyLoop()
 	go n.reconcileLoop()
 	go n.leaderLoop()
+	go n.healLoop()
 	return n, nil
 }
 

@@ -76,7 +76,12 @@ func (n *Node) reconcile() {
 			if err != nil {
 				continue
 			}
-			if len(cfg.Servers) == 0 && r.Term() == 0 && reps[0] == n.cfg.NodeID && complete {
+			// Only a new partition's group is bootstrapped: never one
+			// being reassigned (its new replicas join the existing
+			// group) nor one that leads somewhere.
+			_, moving := t.Reassigning[int32(p)]
+			_, led := n.leaders.get(g)
+			if len(cfg.Servers) == 0 && r.Term() == 0 && reps[0] == n.cfg.NodeID && complete && !moving && !led {
 				var servers []raft.Server
 				for _, b := range wanted {
 					servers = append(servers, raft.Server{ID: serverID(b.NodeID, b.Incarnation), Address: raft.ServerAddress(b.RaftAddr), Suffrage: raft.Voter})
@@ -86,11 +91,16 @@ func (n *Node) reconcile() {
 				}
 			}
 			if r.IsLeader() {
-				n.syncMembers(r, wanted, true)
+				if rs, moving := t.Reassigning[int32(p)]; moving {
+					n.driveReassignment(r, t, int32(p), rs, brokers)
+				} else {
+					n.syncMembers(r, wanted, true)
+				}
 			}
 		}
 	}
-	// Replicas no longer assigned here (deleted topics) go.
+	// Replicas no longer assigned here (deleted topics, replicas moved
+	// away) go, with their directories.
 	n.mu.Lock()
 	var drop []string
 	for g := range n.replicas {

@@ -58,6 +58,13 @@ func FreePort(t testing.TB) string {
 // (nil: made up; the caller serves Kafka itself if it needs to).
 func Start(t testing.TB, n int, kafkaAddrs []string) *Cluster {
 	t.Helper()
+	return StartWith(t, n, kafkaAddrs, nil)
+}
+
+// StartWith is Start with each node's configuration passed to configure
+// (when not nil) before the node starts.
+func StartWith(t testing.TB, n int, kafkaAddrs []string, configure func(*cluster.Config)) *Cluster {
+	t.Helper()
 	level := hclog.Warn
 	if os.Getenv("RAFTLOG_TEST_DEBUG") != "" {
 		level = hclog.Debug
@@ -82,6 +89,9 @@ func Start(t testing.TB, n int, kafkaAddrs []string) *Cluster {
 			Logger: logger.Named(fmt.Sprintf("n%d", i+1)),
 			Raft: replication.RaftConfig{HeartbeatTimeout: 400 * time.Millisecond, ElectionTimeout: 400 * time.Millisecond,
 				LeaderLeaseTimeout: 200 * time.Millisecond},
+		}
+		if configure != nil {
+			configure(&cfg)
 		}
 		c.Cfgs = append(c.Cfgs, cfg)
 		nd, err := cluster.Start(cfg)
