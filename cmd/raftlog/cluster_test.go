@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,6 +40,14 @@ func freeAddr(t *testing.T) string {
 
 func startTestCluster(t *testing.T, n int) *testCluster {
 	t.Helper()
+	return startTestClusterWith(t, n, nil)
+}
+
+// startTestClusterWith is startTestCluster with adjust applied to each
+// node's flags (i is 0-based) before it starts; the bootstrap list holds
+// the advertised Kafka addresses.
+func startTestClusterWith(t *testing.T, n int, adjust func(i int, f *serveFlags)) *testCluster {
+	t.Helper()
 	c := &testCluster{t: t, logger: hclog.New(&hclog.LoggerOptions{Level: hclog.LevelFromString(envOr("RAFTLOG_TEST_LOG", "error")), Output: testLogWriter{t}})}
 	var gossip []string
 	for i := 0; i < n; i++ {
@@ -51,8 +60,11 @@ func startTestCluster(t *testing.T, n int) *testCluster {
 			raftAddr: freeAddr(t), gossipAddr: gossip[i], httpAddr: freeAddr(t), join: strings.Join(gossip, ","),
 			controllerVoters: min(3, n), expectNodes: n, partitions: 3, replication: -1, bootIDFile: "/proc/sys/kernel/random/boot_id",
 		}
+		if adjust != nil {
+			adjust(i, &f)
+		}
 		c.flags = append(c.flags, f)
-		c.bootstrap = append(c.bootstrap, f.kafkaAddr)
+		c.bootstrap = append(c.bootstrap, cmp.Or(f.advertisedKafka, f.kafkaAddr))
 		nd, err := startNode(f, c.logger, true)
 		if err != nil {
 			t.Fatal(err)
