@@ -51,6 +51,8 @@ func init() {
 		37:             reg(0, 3, (*Server).createPartitions),
 		42:             regGroup(0, 2, (*Server).deleteGroups),
 		44:             reg(0, 1, (*Server).incrementalAlterConfigs),
+		45:             reg(0, 1, (*Server).alterPartitionReassignments),
+		46:             reg(0, 0, (*Server).listPartitionReassignments),
 		47:             regGroup(0, 0, (*Server).offsetDelete),
 		60:             reg(0, 1, (*Server).describeCluster),
 	}

@@ -152,6 +152,15 @@ func errorCodes(resp kmsg.Response) []int16 {
 		}
 	case *kmsg.DescribeClusterResponse:
 		out = append(out, r.ErrorCode)
+	case *kmsg.AlterPartitionAssignmentsResponse:
+		out = append(out, r.ErrorCode)
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				out = append(out, p.ErrorCode)
+			}
+		}
+	case *kmsg.ListPartitionReassignmentsResponse:
+		out = append(out, r.ErrorCode)
 	default:
 		panic(fmt.Sprintf("no error walker for %T", resp))
 	}
@@ -266,6 +275,8 @@ func minimalRequest(t *testing.T, key, v int16) kmsg.Request {
 		r.Resources = append(r.Resources, rr)
 	case *kmsg.DescribeClusterRequest:
 		r.EndpointType = 1
+	case *kmsg.AlterPartitionAssignmentsRequest, *kmsg.ListPartitionReassignmentsRequest:
+		// No partitions: the memory broker moves no replicas.
 	default:
 		t.Fatalf("no minimal request for %s", kmsg.NameForKey(key))
 	}
