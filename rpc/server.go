@@ -90,6 +90,7 @@ type Server struct {
 	maxRequestBytes int
 	maxConns        int
 	maxInFlight     int
+	observer        Observer // nil: none
 
 	// gb is b as a GroupBroker, nil when b is not one: then the group
 	// APIs are neither advertised nor served.
@@ -238,6 +239,13 @@ type call struct {
 	host string
 	// start is when the request was read; long polls count from it.
 	start time.Time
+
+	// What the observer is told: set by handle once the request is known
+	// to be served.
+	key, version int16
+	served       bool
+	req          kmsg.Request
+	resp         kmsg.Response
 }
 
 func (s *Server) serveConn(nc net.Conn) {
@@ -308,11 +316,18 @@ func (s *Server) serveConn(nc net.Conn) {
 			s.logger.Info("closing connection", "remote", remote, "client_id", c.clientID, "error", err)
 			return
 		}
+		var werr error
 		if resp != nil {
-			if _, err := nc.Write(resp); err != nil {
-				s.logger.Debug("write failed; closing connection", "remote", remote, "error", err)
-				return
-			}
+			_, werr = nc.Write(resp)
+		}
+		if s.observer != nil && c.served {
+			s.observe(c, 4+len(f.body), len(resp))
+		}
+		if werr != nil {
+			s.logger.Debug("write failed; closing connection", "remote", remote, "error", werr)
+			return
+		}
+		if resp != nil {
 			out = resp
 			if cap(out) > 1<<20 {
 				out = nil // do not pin a large fetch response's buffer
@@ -380,6 +395,7 @@ func (s *Server) handle(c *call, req []byte, dst []byte) ([]byte, error) {
 	if !ok || h.group && s.groups == nil {
 		return nil, fmt.Errorf("unknown api key %d (version %d)", key, version)
 	}
+	c.key, c.version = key, version
 	if version < h.min || version > h.max {
 		if key == apiVersionsKey {
 			// As Kafka: a v0 answer any client can read, carrying the
@@ -388,6 +404,7 @@ func (s *Server) handle(c *call, req []byte, dst []byte) ([]byte, error) {
 			resp.Version = 0
 			resp.ErrorCode = kerr.UnsupportedVersion.Code
 			resp.ApiKeys = s.apiKeys()
+			c.served, c.resp = true, resp
 			return appendResponse(dst, corr, resp), nil
 		}
 		return nil, fmt.Errorf("%s version %d not in [%d, %d]", kmsg.NameForKey(key), version, h.min, h.max)
@@ -413,9 +430,11 @@ func (s *Server) handle(c *call, req []byte, dst []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s v%d: %w", kmsg.NameForKey(key), version, err)
 	}
+	c.served, c.req = true, kreq
 	if resp == nil {
 		return nil, nil
 	}
+	c.resp = resp
 	return appendResponse(dst, corr, resp), nil
 }
 
