@@ -21,6 +21,8 @@ Usage:
   raftlog health [--url URL]   exit 0 when URL (default http://127.0.0.1:9392/readyz) answers 200 (container health checks)
   raftlog cluster status [--http ADDR,...] [--discover=false]
                                ask every node's /v1/status (default 127.0.0.1:9392 and the members it names) and print nodes and partitions
+  raftlog partition reassign --topic T --partition P [--replicas 1,2,4 | --cancel] [--bootstrap ADDRS] [--http ADDRS] [--wait=true]
+                               move a partition's replicas (add, catch up, remove) and follow the move until done
   raftlog log dump PATH...     list the batches of segment files or partition directories and verify their indexes
 `
 
@@ -52,6 +54,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runHealth(args[1:], stdout, stderr)
 	case "cluster":
 		return runCluster(args[1:], stdout, stderr)
+	case "partition":
+		return runPartition(args[1:], stdout, stderr)
 	case "flag-table":
 		flagTable(stdout)
 		return 0

@@ -46,6 +46,10 @@ type serveFlags struct {
 	acceptDataLoss   bool
 	producerIDExpiry time.Duration
 	maxProducerIDs   int
+	balanceInterval  time.Duration
+	balanceMoves     int
+	balanceGrace     time.Duration
+	deadNodeTimeout  time.Duration
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -69,6 +73,10 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.replication, "default-replication-factor", -1, "replicas of a topic created without a factor (-1: min(3, brokers))")
 	fs.DurationVar(&f.producerIDExpiry, "producer-id-expiration", replication.DefaultProducerIDExpiration, "forget an idempotent producer's sequence state after it has written nothing for this long (Kafka's producer.id.expiration.ms)")
 	fs.IntVar(&f.maxProducerIDs, "max-producer-ids", replication.DefaultMaxProducerIDs, "idempotent producers remembered per partition; past it the least recently written is forgotten")
+	fs.DurationVar(&f.balanceInterval, "leader-balance-interval", 30*time.Second, "how often the controller's leader spreads partition leaders evenly over the live nodes (0: never)")
+	fs.IntVar(&f.balanceMoves, "leader-balance-moves", 8, "leadership transfers per balancing round at most")
+	fs.DurationVar(&f.balanceGrace, "leader-balance-grace", time.Minute, "a node up for less than this is given no leadership by the balancer")
+	fs.DurationVar(&f.deadNodeTimeout, "dead-node-timeout", 10*time.Minute, "move the replicas of a node that has not been a live member for this long to live nodes (0: never)")
 	fs.BoolVar(&f.acceptDataLoss, "accept-data-loss", false, "release the vote guard of this node's replicas: only when every replica of a group lost power and some are gone for good (writes acknowledged past the surviving logs may be lost)")
 }
 
@@ -180,6 +188,8 @@ func startNode(f serveFlags, logger hclog.Logger, local bool) (*runningNode, err
 		DefaultPartitions: int32(f.partitions), DefaultReplication: int16(f.replication),
 		Logger: logger.With("node", strconv.Itoa(f.nodeID)), LocalGossip: local, AcceptDataLoss: f.acceptDataLoss,
 		ProducerIDExpiration: f.producerIDExpiry, MaxProducerIDs: f.maxProducerIDs,
+		LeaderBalanceInterval: f.balanceInterval, LeaderBalanceMoves: f.balanceMoves, LeaderBalanceGrace: f.balanceGrace,
+		DeadNodeTimeout: f.deadNodeTimeout,
 	}
 	if local {
 		cfg.Raft = replication.RaftConfig{HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond, LeaderLeaseTimeout: 250 * time.Millisecond}
