@@ -36,9 +36,10 @@ import (
 //  3. asks each leader to transfer (cluster RPC "transfer", Raft's
 //     LeadershipTransferToServer).
 //
-// The end state has no node leading more than one partition above
-// another where the replica placement allows it: at most
-// ceil(partitions / nodes) each when every node holds every partition.
+// Rounds stop moving once no such move is left: with every node holding
+// every partition, at most ceil(partitions / nodes) leaders each (the
+// planner makes single moves only, so a placement where the most and the
+// least loaded nodes share no partition can leave a wider spread).
 
 // healState is what the controller's leader keeps between rounds of
 // healLoop (reset when it loses the controller's leadership).
