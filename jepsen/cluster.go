@@ -36,6 +36,7 @@ type pcluster struct {
 	bin   string
 	nodes []*pnode
 	join  string
+	net   *netns // nil: every node on loopback
 }
 
 func freePort() string {
@@ -47,12 +48,19 @@ func freePort() string {
 	return ln.Addr().String()
 }
 
-func startCluster(bin, out string, n, partitions int) (*pcluster, error) {
-	c := &pcluster{bin: bin}
+// startCluster starts n nodes: on loopback ports, or each in its own
+// network namespace of net at fixed ports of its own address.
+func startCluster(bin, out string, n, partitions int, net *netns) (*pcluster, error) {
+	c := &pcluster{bin: bin, net: net}
 	var gossip []string
 	for i := 0; i < n; i++ {
-		nd := &pnode{id: i + 1, dir: filepath.Join(out, fmt.Sprintf("n%d", i+1)), kafka: freePort(), raft: freePort(),
-			gossip: freePort(), httpAddr: freePort()}
+		nd := &pnode{id: i + 1, dir: filepath.Join(out, fmt.Sprintf("n%d", i+1))}
+		if net != nil {
+			a := net.addr(i + 1)
+			nd.kafka, nd.raft, nd.gossip, nd.httpAddr = a+":9092", a+":9192", a+":9292", a+":9392"
+		} else {
+			nd.kafka, nd.raft, nd.gossip, nd.httpAddr = freePort(), freePort(), freePort(), freePort()
+		}
 		nd.bootFile = filepath.Join(out, fmt.Sprintf("n%d.boot_id", i+1))
 		nd.logPath = filepath.Join(out, fmt.Sprintf("n%d.log", i+1))
 		if err := os.WriteFile(nd.bootFile, []byte("boot-1\n"), 0o644); err != nil {
@@ -76,11 +84,15 @@ func (c *pcluster) start(nd *pnode, partitions int) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(c.bin, "serve", "--node-id", strconv.Itoa(nd.id), "--data-dir", nd.dir,
+	args := []string{"serve", "--node-id", strconv.Itoa(nd.id), "--data-dir", nd.dir,
 		"--kafka-addr", nd.kafka, "--raft-addr", nd.raft, "--gossip-addr", nd.gossip, "--http-addr", nd.httpAddr,
 		"--join", c.join, "--boot-id-file", nd.bootFile, "--expect-nodes", strconv.Itoa(len(c.nodes)),
 		"--controller-voters", strconv.Itoa(min(3, len(c.nodes))), "--default-partitions", strconv.Itoa(partitions),
-		"--log-json", "--log-level", "info")
+		"--log-json", "--log-level", "info"}
+	cmd := exec.Command(c.bin, args...)
+	if c.net != nil {
+		cmd = c.net.command(nd.id, c.bin, args...)
+	}
 	cmd.Stdout, cmd.Stderr = lf, lf
 	if err := cmd.Start(); err != nil {
 		lf.Close()
@@ -229,10 +241,54 @@ func (c *pcluster) leaderOf(rng *rand.Rand) *pnode {
 	return nil
 }
 
+// partitionKinds are the nemeses that cut the network.
+var partitionKinds = map[string]bool{"partition": true, "partition-leader": true}
+
+// split picks a random way to cut the cluster: one node off the rest, a
+// minority off a majority, or (5 nodes) a bridge: two halves that do not
+// see each other and one node that sees both.
+func (c *pcluster) split(rng *rand.Rand) ([][]int, string) {
+	ids := rng.Perm(len(c.nodes))
+	for i := range ids {
+		ids[i]++
+	}
+	n := len(ids)
+	switch k := rng.IntN(3); {
+	case k == 0 || n < 5:
+		return [][]int{ids[:1], ids[1:]}, fmt.Sprintf("node %d isolated", ids[0])
+	case k == 1:
+		m := (n - 1) / 2
+		return [][]int{ids[:m], ids[m:]}, fmt.Sprintf("minority %v | majority %v", ids[:m], ids[m:])
+	default:
+		m := n / 2
+		return [][]int{ids[:m], ids[m+1:]}, fmt.Sprintf("bridge: %v | %v, node %d sees both", ids[:m], ids[m+1:], ids[m])
+	}
+}
+
 // inject starts a fault and returns the node it hit.
 func (c *pcluster) inject(kind string, rng *rand.Rand) (int, string) {
 	nd := c.nodes[rng.IntN(len(c.nodes))]
 	switch kind {
+	case "partition":
+		sides, what := c.split(rng)
+		if err := c.net.partition(sides...); err != nil {
+			return 0, "partition: " + err.Error()
+		}
+		return sides[0][0], "partition: " + what
+	case "partition-leader":
+		if ld := c.leaderOf(rng); ld != nil {
+			nd = ld
+		}
+		var rest []int
+		for _, o := range c.nodes {
+			if o != nd {
+				rest = append(rest, o.id)
+			}
+		}
+		if err := c.net.partition([]int{nd.id}, rest); err != nil {
+			return 0, "partition: " + err.Error()
+		}
+		return nd.id, fmt.Sprintf("partition: leader %d isolated", nd.id)
 	case "kill":
 		nd.kill()
 		return nd.id, "kill -9"
@@ -260,6 +316,10 @@ func (c *pcluster) inject(kind string, rng *rand.Rand) (int, string) {
 
 // heal ends a fault: restart what was killed, continue what was paused.
 func (c *pcluster) heal(kind string, id int) {
+	if partitionKinds[kind] {
+		c.net.heal()
+		return
+	}
 	if id == 0 {
 		return
 	}

@@ -25,7 +25,8 @@ func main() {
 	}
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
 	quick := fs.Bool("quick", false, "a short campaign: every nemesis once or twice, about a minute and a half")
-	nemeses := fs.String("nemesis", "kill,leader,pause,power", "faults to inject, comma separated")
+	nemeses := fs.String("nemesis", "", "faults to inject, comma separated, of kill, leader, pause, power, partition, partition-leader (default: all; the partitions only where network namespaces can be made)")
+	network := fs.String("net", "auto", "where nodes run: netns (a network namespace each; needs root), loopback, or auto (netns when possible)")
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()%1e9), "seed of the fault schedule (a failing seed reproduces the schedule)")
 	duration := fs.Duration("duration", 5*time.Minute, "how long the faults go on (--quick: 60s)")
 	nodes := fs.Int("nodes", 3, "cluster size (3 or 5)")
@@ -39,8 +40,30 @@ func main() {
 	if *out == "" {
 		*out = filepath.Join("results", time.Now().UTC().Format("20060102-150405"))
 	}
+	if *network == "auto" {
+		*network = "loopback"
+		if netnsUsable() == nil {
+			*network = "netns"
+		}
+	}
+	if *nemeses == "" {
+		*nemeses = "kill,leader,pause,power"
+		if *network == "netns" {
+			*nemeses += ",partition,partition-leader"
+		}
+	}
 	cfg := runConfig{Seed: *seed, Nemeses: strings.Split(*nemeses, ","), Duration: *duration, Nodes: *nodes,
-		Producers: *producers, Partitions: *partitions, Out: *out, GoVersion: runtime.Version()}
+		Producers: *producers, Partitions: *partitions, Out: *out, GoVersion: runtime.Version(), Net: *network}
+	for _, k := range cfg.Nemeses {
+		if !knownNemeses[k] {
+			fmt.Fprintf(os.Stderr, "jepsen: unknown nemesis %q\n", k)
+			os.Exit(2)
+		}
+		if partitionKinds[k] && cfg.Net != "netns" {
+			fmt.Fprintf(os.Stderr, "jepsen: nemesis %s cuts the network between nodes: it needs --net netns (root and iproute2)\n", k)
+			os.Exit(2)
+		}
+	}
 	res, err := run(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "jepsen:", err)
@@ -60,7 +83,10 @@ type runConfig struct {
 	Partitions int
 	Out        string
 	GoVersion  string
+	Net        string // netns or loopback
 }
+
+var knownNemeses = map[string]bool{"kill": true, "leader": true, "pause": true, "power": true, "partition": true, "partition-leader": true}
 
 // fault is one injected fault, for the report.
 type fault struct {
@@ -94,14 +120,22 @@ func run(cfg runConfig) (Result, error) {
 		fmt.Println(line)
 		fmt.Fprintln(logf, line)
 	}
-	say("seed %d nemeses %v duration %v nodes %d", cfg.Seed, cfg.Nemeses, cfg.Duration, cfg.Nodes)
+	say("seed %d nemeses %v duration %v nodes %d net %s", cfg.Seed, cfg.Nemeses, cfg.Duration, cfg.Nodes, cfg.Net)
 	bin := filepath.Join(cfg.Out, "raftlog")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/raftlog")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := build.CombinedOutput(); err != nil {
 		return Result{}, fmt.Errorf("build: %v\n%s", err, b)
 	}
-	c, err := startCluster(bin, cfg.Out, cfg.Nodes, cfg.Partitions)
+	var net *netns
+	if cfg.Net == "netns" {
+		if net, err = newNetns(cfg.Nodes); err != nil {
+			return Result{}, err
+		}
+		defer net.teardown()
+		say("network: a namespace per node on %s.0/24", net.subnet)
+	}
+	c, err := startCluster(bin, cfg.Out, cfg.Nodes, cfg.Partitions, net)
 	if err != nil {
 		return Result{}, err
 	}
@@ -203,7 +237,11 @@ func run(cfg runConfig) (Result, error) {
 		}
 		f := fault{Kind: kind, Start: since()}
 		f.Node, f.Detail = c.inject(kind, rng)
-		time.Sleep(time.Duration(1500+rng.IntN(2500)) * time.Millisecond) // the fault lasts this long
+		last := time.Duration(1500+rng.IntN(2500)) * time.Millisecond
+		if partitionKinds[kind] {
+			last += 2 * time.Second // long enough for the cut-off side to lose its leases and the rest to elect
+		}
+		time.Sleep(last) // the fault lasts this long
 		c.heal(kind, f.Node)
 		f.End = since()
 		say("fault %s node %d [%.1fs, %.1fs] %s", f.Kind, f.Node, f.Start, f.End, f.Detail)
@@ -273,7 +311,7 @@ func run(cfg runConfig) (Result, error) {
 func writeReport(cfg runConfig, res Result, faults []fault, writes []Write) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# raftlog jepsen run\n\n")
-	fmt.Fprintf(&b, "- seed: %d (reproduce: `go run ./jepsen run --seed %d --nemesis %s --duration %v --nodes %d`)\n", cfg.Seed, cfg.Seed, strings.Join(cfg.Nemeses, ","), cfg.Duration, cfg.Nodes)
+	fmt.Fprintf(&b, "- seed: %d (reproduce: `go run ./jepsen run --seed %d --nemesis %s --duration %v --nodes %d --net %s`)\n", cfg.Seed, cfg.Seed, strings.Join(cfg.Nemeses, ","), cfg.Duration, cfg.Nodes, cfg.Net)
 	fmt.Fprintf(&b, "- nodes %d, producers %d, partitions %d, %s\n", cfg.Nodes, cfg.Producers, cfg.Partitions, cfg.GoVersion)
 	fmt.Fprintf(&b, "- writes attempted %d, acknowledged %d, failed or unknown %d; records in the final read %d\n\n", res.Attempted, res.Acked, res.Failed, res.FinalRecords)
 	fmt.Fprintf(&b, "| anomaly | count |\n| --- | --- |\n")
