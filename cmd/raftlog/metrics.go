@@ -3,17 +3,24 @@ package main
 import (
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/raftlog/raftlog/cluster"
+	"github.com/raftlog/raftlog/log"
+	"github.com/raftlog/raftlog/rpc"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// /metrics: the node's state in the Prometheus text format. Nothing is
-// counted in the background: the collector reads the node's replicas, logs
-// and membership when it is scraped.
+// /metrics: the node's state in the Prometheus text format. The node's
+// collector counts nothing in the background: it reads the node's
+// replicas, logs and membership when it is scraped. The Kafka request
+// metrics (kafkaMetrics, below) are counted as requests are served.
 
 var partitionLabels = []string{"topic", "partition"}
 
@@ -38,6 +45,8 @@ var (
 	descLastContact   = partitionDesc("raft_last_contact_seconds", "Seconds since a follower last heard from its leader (0 on the leader; absent before any contact).")
 	descRecDuration   = partitionDesc("recovery_duration_seconds", "Time the last open of the replica's log spent recovering it.")
 	descRecTruncated  = partitionDesc("recovery_truncated_bytes", "Bytes the last open of the replica's log cut off a torn or corrupt tail.")
+	descProducers     = partitionDesc("producer_ids", "Idempotent producers whose sequence state the replica holds.")
+	descProdForgotten = partitionDesc("producer_ids_forgotten_total", "Idempotent producers the replica forgot (expired or past the cap) since it opened.")
 
 	descInfo            = nodeDesc("info", "Always 1; the labels name the node and its cluster.", "node_id", "cluster_id")
 	descReady           = nodeDesc("ready", "1 when the node is ready (as /readyz), else 0.")
@@ -47,6 +56,7 @@ var (
 	descGatedReplicas   = nodeDesc("gated_replicas", "Local replicas the vote guard holds back.")
 	descControllerLead  = nodeDesc("controller_leader", "1 when this node leads the controller group, else 0.")
 	descBrokers         = nodeDesc("live_brokers", "Live members of the cluster as this node sees them.")
+	descOffsetGroups    = nodeDesc("offset_groups", "Consumer groups with committed offsets, as this node's metadata holds them.")
 )
 
 // nodeCollector is a prometheus.Collector over one node's current state.
@@ -56,8 +66,9 @@ func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descLogStart, descLogEnd, descHighWatermark, descLogSize, descSegments, descTerm, descLeader,
 		descGated, descCommitLag, descLastContact, descRecDuration, descRecTruncated,
+		descProducers, descProdForgotten,
 		descInfo, descReady, descReplicas, descPartitionsLed, descUnderReplicated, descGatedReplicas,
-		descControllerLead, descBrokers,
+		descControllerLead, descBrokers, descOffsetGroups,
 	} {
 		ch <- d
 	}
@@ -107,6 +118,9 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		rec := l.Recovery()
 		gauge(descRecDuration, rec.Duration.Seconds(), lbl...)
 		gauge(descRecTruncated, float64(rec.TruncatedBytes), lbl...)
+		held, forgotten := r.ProducerIDs()
+		gauge(descProducers, float64(held), lbl...)
+		ch <- prometheus.MustNewConstMetric(descProdForgotten, prometheus.CounterValue, float64(forgotten), lbl...)
 	}
 	under := 0
 	for _, t := range nd.Meta().Topics() {
@@ -125,14 +139,17 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descGatedReplicas, float64(gated))
 	gauge(descControllerLead, b2f(nd.ControllerID() == nd.ID()))
 	gauge(descBrokers, float64(len(nd.Brokers())))
+	gauge(descOffsetGroups, float64(len(nd.Meta().OffsetGroups())))
 }
 
 // metricsHandler serves /metrics from a registry of its own: the node's
-// collector and the Go runtime and process collectors.
-func metricsHandler(nd *cluster.Node) http.Handler {
+// collector, its Kafka request metrics, and the Go runtime and process
+// collectors.
+func metricsHandler(nd *cluster.Node, km *kafkaMetrics) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		nodeCollector{nd},
+		km,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -140,4 +157,194 @@ func metricsHandler(nd *cluster.Node) http.Handler {
 		Registry:      reg,
 		ErrorHandling: promhttp.ContinueOnError,
 	}))
+}
+
+// kafkaMetrics counts the Kafka requests the node serves: it is the rpc
+// server's observer, and a prometheus.Collector of what it counted. The
+// series of an API appear with its first request. Observing allocates
+// nothing once an API's series (and an error code's) exist.
+type kafkaMetrics struct {
+	requests, failed, reqBytes, respBytes *prometheus.CounterVec
+	errors                                *prometheus.CounterVec
+	latency                               *prometheus.HistogramVec
+	produceRecords, produceBytes          prometheus.Counter
+	fetchBytes                            prometheus.Counter
+
+	mu   sync.Mutex // creates apiMetrics
+	apis [256]atomic.Pointer[apiMetrics]
+	rare map[int16]*apiMetrics // keys past apis; under mu
+}
+
+// apiMetrics are the series of one API key, resolved once.
+type apiMetrics struct {
+	name                                  string
+	requests, failed, reqBytes, respBytes prometheus.Counter
+	latency                               prometheus.Observer
+
+	mu   sync.Mutex
+	errs map[int16]prometheus.Counter
+}
+
+// latencyBuckets run from 100µs to 30s: a Fetch long poll waits up to its
+// MaxWaitMs (kgo: 5s).
+var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
+func newKafkaMetrics() *kafkaMetrics {
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftlog_kafka_" + name, Help: help}, labels)
+	}
+	return &kafkaMetrics{
+		requests:  counter("requests_total", "Kafka requests served, by API.", "api"),
+		failed:    counter("failed_requests_total", "Kafka requests whose response carries an error code (at its top or in an entry), by API.", "api"),
+		reqBytes:  counter("request_bytes_total", "Bytes of the Kafka requests served, on the wire, by API.", "api"),
+		respBytes: counter("response_bytes_total", "Bytes of the Kafka responses written, on the wire, by API.", "api"),
+		errors:    counter("errors_total", "Error codes in Kafka responses, by API and error (one per entry carrying it: a Produce failing on three partitions counts three).", "api", "error"),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "raftlog_kafka_request_duration_seconds",
+			Help:    "Time from reading a Kafka request to writing its response (a Fetch long poll included), by API.",
+			Buckets: latencyBuckets,
+		}, []string{"api"}),
+		produceRecords: prometheus.NewCounter(prometheus.CounterOpts{Name: "raftlog_kafka_produce_records_total", Help: "Records in the batches of produced partitions answered without error."}),
+		produceBytes:   prometheus.NewCounter(prometheus.CounterOpts{Name: "raftlog_kafka_produce_bytes_total", Help: "Record batch bytes of produced partitions answered without error."}),
+		fetchBytes:     prometheus.NewCounter(prometheus.CounterOpts{Name: "raftlog_kafka_fetch_bytes_total", Help: "Record batch bytes returned by Fetch."}),
+		rare:           map[int16]*apiMetrics{},
+	}
+}
+
+func (m *kafkaMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.requests, m.failed, m.reqBytes, m.respBytes, m.errors, m.latency, m.produceRecords, m.produceBytes, m.fetchBytes}
+}
+
+func (m *kafkaMetrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.collectors() {
+		c.Describe(ch)
+	}
+}
+
+func (m *kafkaMetrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.collectors() {
+		c.Collect(ch)
+	}
+}
+
+// api returns the series of key, creating them on its first request.
+func (m *kafkaMetrics) api(key int16) *apiMetrics {
+	inArray := key >= 0 && int(key) < len(m.apis)
+	if inArray {
+		if a := m.apis[key].Load(); a != nil {
+			return a
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if inArray {
+		if a := m.apis[key].Load(); a != nil {
+			return a
+		}
+	} else if a := m.rare[key]; a != nil {
+		return a
+	}
+	name := kmsg.NameForKey(key)
+	if name == "Unknown" {
+		name = "key_" + strconv.Itoa(int(key))
+	}
+	a := &apiMetrics{
+		name:      name,
+		requests:  m.requests.WithLabelValues(name),
+		failed:    m.failed.WithLabelValues(name),
+		reqBytes:  m.reqBytes.WithLabelValues(name),
+		respBytes: m.respBytes.WithLabelValues(name),
+		latency:   m.latency.WithLabelValues(name),
+		errs:      map[int16]prometheus.Counter{},
+	}
+	if inArray {
+		m.apis[key].Store(a)
+	} else {
+		m.rare[key] = a
+	}
+	return a
+}
+
+// errorCounter is the errors_total series of this API and code.
+func (a *apiMetrics) errorCounter(vec *prometheus.CounterVec, code int16) prometheus.Counter {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := a.errs[code]
+	if c == nil {
+		c = vec.WithLabelValues(a.name, errorName(code))
+		a.errs[code] = c
+	}
+	return c
+}
+
+// errorName is the Kafka name of an error code (UNKNOWN_TOPIC_OR_PARTITION),
+// or code_N for a code kerr does not know.
+func errorName(code int16) string {
+	if e, ok := kerr.ErrorForCode(code).(*kerr.Error); ok && e.Code == code {
+		return e.Message
+	}
+	return "code_" + strconv.Itoa(int(code))
+}
+
+// ObserveRequest implements rpc.Observer.
+func (m *kafkaMetrics) ObserveRequest(o rpc.Observation) {
+	a := m.api(o.Key)
+	a.requests.Inc()
+	a.reqBytes.Add(float64(o.RequestBytes))
+	a.respBytes.Add(float64(o.ResponseBytes))
+	a.latency.Observe(o.Duration.Seconds())
+	if o.Failed {
+		a.failed.Inc()
+		o.EachError(func(code int16) { a.errorCounter(m.errors, code).Inc() })
+	}
+	switch req := o.Request.(type) {
+	case *kmsg.ProduceRequest:
+		m.produced(req, o.Response)
+	case *kmsg.FetchRequest:
+		if resp, ok := o.Response.(*kmsg.FetchResponse); ok {
+			n := 0
+			for i := range resp.Topics {
+				for j := range resp.Topics[i].Partitions {
+					n += len(resp.Topics[i].Partitions[j].RecordBatches)
+				}
+			}
+			m.fetchBytes.Add(float64(n))
+		}
+	}
+}
+
+// produced counts the records and bytes of the partitions of req answered
+// without error. The response mirrors the request, topic by topic and
+// partition by partition; an acks=0 Produce has none, and was appended
+// whole (a failure closes the connection instead of being observed).
+func (m *kafkaMetrics) produced(req *kmsg.ProduceRequest, r kmsg.Response) {
+	resp, _ := r.(*kmsg.ProduceResponse)
+	records, bytes := 0, 0
+	for i := range req.Topics {
+		for j := range req.Topics[i].Partitions {
+			if resp != nil && (i >= len(resp.Topics) || j >= len(resp.Topics[i].Partitions) || resp.Topics[i].Partitions[j].ErrorCode != 0) {
+				continue
+			}
+			recs := req.Topics[i].Partitions[j].Records
+			bytes += len(recs)
+			records += batchRecords(recs)
+		}
+	}
+	m.produceRecords.Add(float64(records))
+	m.produceBytes.Add(float64(bytes))
+}
+
+// batchRecords is the record count of the record batches in b (the
+// server checked their framing before appending them).
+func batchRecords(b []byte) int {
+	n := 0
+	for len(b) >= log.BatchHeaderSize {
+		size := log.Batch(b).Size()
+		if size < log.BatchHeaderSize || size > len(b) {
+			break
+		}
+		n += int(log.Batch(b).RecordCount())
+		b = b[size:]
+	}
+	return n
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -10,10 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/raftlog/raftlog/log"
+	"github.com/raftlog/raftlog/rpc"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // scrape fetches and parses one node's /metrics.
@@ -74,11 +80,12 @@ func checkClusterMetrics(all []map[string]*dto.MetricFamily, topic string, parti
 		"raftlog_partition_log_size_bytes", "raftlog_partition_log_segments", "raftlog_partition_raft_term",
 		"raftlog_partition_leader", "raftlog_partition_gated", "raftlog_partition_commit_lag",
 		"raftlog_partition_recovery_duration_seconds", "raftlog_partition_recovery_truncated_bytes",
+		"raftlog_partition_producer_ids", "raftlog_partition_producer_ids_forgotten_total",
 	}
 	perNode := []string{
 		"raftlog_node_info", "raftlog_node_ready", "raftlog_node_replicas", "raftlog_node_partitions_led",
 		"raftlog_node_under_replicated_partitions", "raftlog_node_gated_replicas", "raftlog_node_controller_leader",
-		"raftlog_node_live_brokers",
+		"raftlog_node_live_brokers", "raftlog_node_offset_groups",
 		// The standard collectors.
 		"go_goroutines", "go_memstats_heap_alloc_bytes", "process_cpu_seconds_total", "process_resident_memory_bytes",
 		"process_open_fds",
@@ -267,5 +274,227 @@ func TestClusterStatusUnreachable(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), addr) || !strings.Contains(out.String(), "down") {
 		t.Fatalf("the unreachable node is not listed as down:\n%s", out.String())
+	}
+}
+
+// histogram is the histogram of family name whose labels include want;
+// nil when absent.
+func histogram(fams map[string]*dto.MetricFamily, name string, want map[string]string) *dto.Histogram {
+	f, ok := fams[name]
+	if !ok {
+		return nil
+	}
+next:
+	for _, m := range f.GetMetric() {
+		have := map[string]string{}
+		for _, l := range m.GetLabel() {
+			have[l.GetName()] = l.GetValue()
+		}
+		for k, v := range want {
+			if have[k] != v {
+				continue next
+			}
+		}
+		return m.GetHistogram()
+	}
+	return nil
+}
+
+// TestKafkaRequestMetrics: the request metrics of a node after a real
+// client produced and consumed through it, and after a Produce to a topic
+// that does not exist.
+func TestKafkaRequestMetrics(t *testing.T) {
+	c := startTestCluster(t, 1)
+	const topic, records = "reqs", 50
+	c.createTopic(topic, 2, 1)
+	addr := c.flags[0].httpAddr
+	before := scrape(t, addr)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Uncompressed, so the bytes produced are at least the values'.
+	prod := c.client(kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	var recs []*kgo.Record
+	val := bytes.Repeat([]byte("v"), 100)
+	for i := 0; i < records; i++ {
+		recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprintf("k%d", i)), Value: val})
+	}
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cons := c.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	for read := 0; read < records; {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d records", read, records)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if bytes.Equal(r.Value, val) {
+				read++
+			}
+		})
+	}
+
+	// A Produce to two partitions of a topic that does not exist.
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "no-such-topic"
+	for p := int32(0); p < 2; p++ {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = p
+		rp.Records = log.BuildBatch(nil, log.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []log.Record{{Value: val}})
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	kresp, err := prod.Broker(int(c.flags[0].nodeID)).Request(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rp := range kresp.(*kmsg.ProduceResponse).Topics[0].Partitions {
+		if rp.ErrorCode != kerr.UnknownTopicOrPartition.Code {
+			t.Fatalf("produce to a missing topic: partition %d answered %v", rp.Partition, kerr.ErrorForCode(rp.ErrorCode))
+		}
+	}
+
+	// A request is observed after its response is written, on its
+	// connection's goroutine: the client may see a response before its
+	// observation is counted.
+	eventually(t, 10*time.Second, func() error {
+		return checkRequestMetrics(before, scrape(t, addr), records, len(val))
+	})
+}
+
+// checkRequestMetrics compares the scrapes of TestKafkaRequestMetrics
+// taken before and after the traffic.
+func checkRequestMetrics(before, after map[string]*dto.MetricFamily, records, valueSize int) error {
+	value := func(fams map[string]*dto.MetricFamily, name string, lbl ...string) float64 {
+		want := map[string]string{}
+		for i := 0; i+1 < len(lbl); i += 2 {
+			want[lbl[i]] = lbl[i+1]
+		}
+		v, _ := gaugeValue(fams, name, want)
+		return v
+	}
+	delta := func(name string, lbl ...string) float64 {
+		return value(after, name, lbl...) - value(before, name, lbl...)
+	}
+	var errs []error
+	if d := delta("raftlog_kafka_errors_total", "api", "Produce", "error", "UNKNOWN_TOPIC_OR_PARTITION"); d != 2 {
+		errs = append(errs, fmt.Errorf("UNKNOWN_TOPIC_OR_PARTITION errors of Produce grew by %v, want 2 (one per partition)", d))
+	}
+	if d := delta("raftlog_kafka_failed_requests_total", "api", "Produce"); d != 1 {
+		errs = append(errs, fmt.Errorf("failed Produce requests grew by %v, want 1", d))
+	}
+	for _, api := range []string{"Produce", "Fetch", "Metadata", "ApiVersions"} {
+		n := value(after, "raftlog_kafka_requests_total", "api", api)
+		h := histogram(after, "raftlog_kafka_request_duration_seconds", map[string]string{"api": api})
+		qb, rb := value(after, "raftlog_kafka_request_bytes_total", "api", api), value(after, "raftlog_kafka_response_bytes_total", "api", api)
+		switch {
+		case n < 1:
+			errs = append(errs, fmt.Errorf("%s: %v requests", api, n))
+		case h == nil || float64(h.GetSampleCount()) != n || h.GetSampleSum() <= 0:
+			errs = append(errs, fmt.Errorf("%s: %v requests, latency histogram %v", api, n, h))
+		case qb <= 0 || rb <= 0:
+			errs = append(errs, fmt.Errorf("%s: request bytes %v, response bytes %v", api, qb, rb))
+		}
+	}
+	values := float64(records * valueSize)
+	if d := delta("raftlog_kafka_requests_total", "api", "Produce"); d < 2 {
+		errs = append(errs, fmt.Errorf("Produce requests grew by %v, want at least 2", d))
+	}
+	if d := delta("raftlog_kafka_request_bytes_total", "api", "Produce"); d < values {
+		errs = append(errs, fmt.Errorf("Produce request bytes grew by %v, less than the values' %v", d, values))
+	}
+	if d := delta("raftlog_kafka_produce_records_total"); d < float64(records) {
+		errs = append(errs, fmt.Errorf("produced records grew by %v, want at least %d", d, records))
+	}
+	prodBytes := delta("raftlog_kafka_produce_bytes_total")
+	if prodBytes < values {
+		errs = append(errs, fmt.Errorf("produced bytes grew by %v, less than the values' %v", prodBytes, values))
+	}
+	if d := delta("raftlog_kafka_fetch_bytes_total"); d < prodBytes {
+		errs = append(errs, fmt.Errorf("fetched bytes grew by %v, less than the %v produced (all of which were read)", d, prodBytes))
+	}
+	if v := value(after, "raftlog_kafka_errors_total", "api", "Fetch"); v != 0 {
+		errs = append(errs, fmt.Errorf("%v Fetch errors", v))
+	}
+	return errors.Join(errs...)
+}
+
+// produceObservation is an observed acks=-1 Produce of one batch of ten
+// records to two partitions, the second answered code.
+func produceObservation(code int16) rpc.Observation {
+	batch := log.BuildBatch(nil, log.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, make([]log.Record, 10))
+	req := kmsg.NewPtrProduceRequest()
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	rt := kmsg.NewProduceRequestTopic()
+	st := kmsg.NewProduceResponseTopic()
+	for p := int32(0); p < 2; p++ {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = p, batch
+		rt.Partitions = append(rt.Partitions, rp)
+		sp := kmsg.NewProduceResponseTopicPartition()
+		sp.Partition = p
+		st.Partitions = append(st.Partitions, sp)
+	}
+	st.Partitions[1].ErrorCode = code
+	req.Topics, resp.Topics = append(req.Topics, rt), append(resp.Topics, st)
+	return rpc.Observation{Key: 0, Version: 9, RequestBytes: 300, ResponseBytes: 80, Duration: time.Millisecond,
+		Failed: code != 0, Request: req, Response: resp}
+}
+
+// TestKafkaMetricsObserve: what one observation counts, and that counting
+// it allocates nothing once its series exist.
+func TestKafkaMetricsObserve(t *testing.T) {
+	km := newKafkaMetrics()
+	ok, failed := produceObservation(0), produceObservation(kerr.NotLeaderForPartition.Code)
+	km.ObserveRequest(ok)
+	km.ObserveRequest(failed)
+	const runs = 100
+	if a := testing.AllocsPerRun(runs, func() { km.ObserveRequest(ok) }); a != 0 {
+		t.Errorf("%v allocations per Produce observed", a)
+	}
+	if a := testing.AllocsPerRun(runs, func() { km.ObserveRequest(failed) }); a != 0 {
+		t.Errorf("%v allocations per failed Produce observed", a)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(km)
+	gathered, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := map[string]*dto.MetricFamily{}
+	for _, f := range gathered {
+		fams[f.GetName()] = f
+	}
+	// AllocsPerRun runs its function once more than it measures.
+	const oks, fails = runs + 2, runs + 2
+	for name, want := range map[string]float64{
+		"raftlog_kafka_requests_total":        oks + fails,
+		"raftlog_kafka_failed_requests_total": fails,
+		"raftlog_kafka_request_bytes_total":   300 * (oks + fails),
+		"raftlog_kafka_response_bytes_total":  80 * (oks + fails),
+		"raftlog_kafka_produce_records_total": 10 * (2*oks + fails),
+	} {
+		if v, _ := gaugeValue(fams, name, nil); v != want {
+			t.Errorf("%s = %v, want %v", name, v, want)
+		}
+	}
+	if v, _ := gaugeValue(fams, "raftlog_kafka_errors_total", map[string]string{"api": "Produce", "error": "NOT_LEADER_FOR_PARTITION"}); v != fails {
+		t.Errorf("NOT_LEADER_FOR_PARTITION errors = %v, want %d", v, fails)
+	}
+	if h := histogram(fams, "raftlog_kafka_request_duration_seconds", map[string]string{"api": "Produce"}); h.GetSampleCount() != oks+fails {
+		t.Errorf("latency histogram: %v", h)
+	}
+}
+
+// BenchmarkKafkaMetricsObserve: the cost the metrics add to a Produce.
+func BenchmarkKafkaMetricsObserve(b *testing.B) {
+	km := newKafkaMetrics()
+	o := produceObservation(0)
+	b.ReportAllocs()
+	for b.Loop() {
+		km.ObserveRequest(o)
 	}
 }

@@ -200,7 +200,8 @@ func startNode(f serveFlags, logger hclog.Logger, local bool) (*runningNode, err
 		hln.Close()
 		return nil, err
 	}
-	srv := rpc.NewServer(broker{nd}, rpc.WithLogger(logger.Named("kafka")))
+	km := newKafkaMetrics()
+	srv := rpc.NewServer(broker{nd}, rpc.WithLogger(logger.Named("kafka")), rpc.WithObserver(km))
 	go srv.Serve(kln)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
@@ -211,7 +212,7 @@ func startNode(f serveFlags, logger hclog.Logger, local bool) (*runningNode, err
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	mux.Handle("/metrics", metricsHandler(nd))
+	mux.Handle("/metrics", metricsHandler(nd, km))
 	mux.Handle("/v1/status", statusHandler(nd))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go hs.Serve(hln)
