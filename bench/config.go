@@ -28,6 +28,8 @@ type Config struct {
 	Acks        Acks          // produce acknowledgements
 	Producers   int           // kgo clients producing at once (each its own connections)
 	Rate        float64       // records per second over all producers (0: as fast as acknowledged)
+	Compression string        // produce codec: none (the zero value), gzip, snappy, lz4, zstd
+	Linger      time.Duration // how long a partition's batch waits for more records (0: kgo's default, 10 ms; <0: none)
 
 	// FromEnd makes a consume start at the end of each partition and wait
 	// for new records (whose values carry the producer's clock, so the
@@ -84,6 +86,22 @@ const (
 	MaxClients  = 64
 )
 
+func compression(name string) (kgo.CompressionCodec, error) {
+	switch strings.ToLower(name) {
+	case "", "none":
+		return kgo.NoCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("compression %q: want none, gzip, snappy, lz4 or zstd", name)
+}
+
 func (c *Config) check(produce bool) error {
 	switch {
 	case len(c.Bootstrap) == 0:
@@ -108,7 +126,8 @@ func (c *Config) check(produce bool) error {
 	case c.Acks != -1 && c.Acks != 0 && c.Acks != 1:
 		return fmt.Errorf("acks %d: want -1, 0 or 1", c.Acks)
 	}
-	return nil
+	_, err := compression(c.Compression)
+	return err
 }
 
 func (c *Config) client(opts ...kgo.Opt) (*kgo.Client, error) {

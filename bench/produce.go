@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,6 +43,20 @@ func stamped(v []byte) (time.Time, bool) {
 	return time.Unix(0, int64(binary.BigEndian.Uint64(v[8:]))), true
 }
 
+// randomValue is a value of n random bytes: incompressible, so that a
+// codec cannot shrink what is measured. Values are reused once
+// acknowledged, so a batch may hold the same value twice (which a codec
+// with a window larger than a value could exploit).
+func randomValue(n int) *[]byte {
+	b := make([]byte, n)
+	for i := 0; i < n; i += 8 {
+		var w [8]byte
+		binary.LittleEndian.PutUint64(w[:], rand.Uint64())
+		copy(b[i:], w[:])
+	}
+	return &b
+}
+
 // flushTimeout bounds the wait for the acknowledgements of the records in
 // flight when a produce run ends.
 const flushTimeout = 30 * time.Second
@@ -65,8 +80,13 @@ func Produce(ctx context.Context, c Config) (Result, error) {
 			cl.Close()
 		}
 	}()
+	codec, _ := compression(c.Compression) // checked
 	for i := 0; i < c.Producers; i++ {
-		opts := append(c.Acks.opts(), kgo.DefaultProduceTopic(c.Topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+		opts := append(c.Acks.opts(), kgo.DefaultProduceTopic(c.Topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+			kgo.ProducerBatchCompression(codec))
+		if c.Linger != 0 {
+			opts = append(opts, kgo.ProducerLinger(max(c.Linger, 0)))
+		}
 		cl, err := c.client(opts...)
 		if err != nil {
 			return res, err
@@ -85,7 +105,7 @@ func Produce(ctx context.Context, c Config) (Result, error) {
 		failed, issued  atomic.Int64
 		errMu           sync.Mutex
 		firstErr        string
-		pool            = sync.Pool{New: func() any { b := make([]byte, c.Size); return &b }}
+		pool            = sync.Pool{New: func() any { return randomValue(c.Size) }}
 		runCtx, stopRun = context.WithTimeout(ctx, c.Duration)
 	)
 	defer stopRun()

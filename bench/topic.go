@@ -117,3 +117,23 @@ func partitionCount(ctx context.Context, cl *kgo.Client, topic string) (int32, e
 	}
 	return st.partitions, nil
 }
+
+// DeleteTopic deletes c.Topic (a run's data, once measured, only takes
+// memory or disk).
+func DeleteTopic(ctx context.Context, c Config) error {
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, topicWait)
+	defer cancel()
+	resp, err := kadm.NewClient(cl).DeleteTopic(ctx, c.Topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		return fmt.Errorf("delete topic %s: %w", c.Topic, err)
+	}
+	return nil
+}

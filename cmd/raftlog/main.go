@@ -18,6 +18,10 @@ Usage:
   raftlog topic create|list|describe|delete [--bootstrap ADDRS] [--partitions N] [--replication-factor N] [--config k=v] [NAME]
   raftlog produce --topic T [--key-sep SEP]    one record per line of standard input, acks=all
   raftlog consume --topic T [--from start|end] [--count N] [--exit]
+  raftlog bench produce|consume [--bootstrap ADDRS] [--topic bench] [--size 1024] [--duration 10s] [--records N] [--acks all] [--partitions 6]
+                               load a cluster for a bounded time and print records/s, MB/s, latency quantiles and errors
+  raftlog bench compare [--rounds 3] [--duration 3s] [--out docs]
+                               raftlog beside a raw write and kfake on this machine (docs/performance.md)
   raftlog health [--url URL]   exit 0 when URL (default http://127.0.0.1:9392/readyz) answers 200 (container health checks)
   raftlog cluster status [--http ADDR,...] [--discover=false]
                                ask every node's /v1/status (default 127.0.0.1:9392 and the members it names) and print nodes and partitions
@@ -50,6 +54,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runProduce(args[1:], os.Stdin, stdout, stderr)
 	case "consume":
 		return runConsume(args[1:], stdout, stderr)
+	case "bench":
+		return runBench(args[1:], stdout, stderr)
 	case "health":
 		return runHealth(args[1:], stdout, stderr)
 	case "cluster":

@@ -1,0 +1,524 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/raftlog/raftlog/bench"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"gonum.org/v1/plot/vg"
+)
+
+// runBenchCompare is `raftlog bench compare`: in one run on this machine,
+// the same kgo producer and consumer against
+//
+//   - a raw sequential write of the same bytes to the page cache (the
+//     physical limit),
+//   - franz-go's kfake (Kafka in memory, no replication, no disk),
+//   - raftlog with 1 node, and with 3 nodes and RF 3, acks=all (clusters
+//     in this process on loopback, real files in a temporary directory),
+//
+// for each record size and partition count; then the produce latency of
+// the 3-node cluster at half its measured maximum. All targets stay up
+// and take turns, shape by shape, for several rounds: a ratio is taken
+// between runs a few seconds apart and the median over the rounds is
+// reported, which survives a noisy machine far better than absolute
+// figures. It prints Markdown tables and, with --out, draws a PNG chart.
+// docs/performance.md shows and explains the latest run.
+func runBenchCompare(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench compare", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	duration := fs.Duration("duration", 3*time.Second, "length of each produce run")
+	rounds := fs.Int("rounds", 3, "rounds of every target and shape (the median ratio is reported)")
+	halfDuration := fs.Duration("half-duration", 10*time.Second, "length of the run at half load")
+	sizes := fs.String("sizes", "1024,100", "record value sizes in bytes, comma-separated")
+	parts := fs.String("partitions", "1,6", "partition counts, comma-separated")
+	rawMiB := fs.Int("raw-mib", 512, "MiB of the raw write of each round (the best counts)")
+	out := fs.String("out", "", "directory to write performance.png into (none: no chart)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the first round's 3-node 1024 B × 6 partitions produce to this file")
+	dir := fs.String("dir", "", "directory for the clusters' files (default: a new temporary directory, removed at the end)")
+	level := fs.String("log-level", "off", "log level of the raftlog nodes (deleting a measured topic makes its replicas' peers log errors as they go)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	shapes, err := compareShapes(*sizes, *parts)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	if *duration <= 0 || *duration > time.Hour || *halfDuration <= 0 || *halfDuration > time.Hour ||
+		*rounds < 1 || *rounds > 20 || *rawMiB < 1 || *rawMiB > 16<<10 {
+		fmt.Fprintln(stderr, "--duration and --half-duration must be in (0, 1h], --rounds in [1, 20], --raw-mib in [1, 16384]")
+		return 2
+	}
+	base := *dir
+	if base == "" {
+		d, err := os.MkdirTemp("", "raftlog-bench-")
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(d)
+		base = d
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer cancel()
+	logger := newLogger("raftlog", false, *level, stderr)
+
+	targets := []compareTarget{
+		{name: "kfake", rf: -1, start: func() ([]string, func(), error) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(3))
+			if err != nil {
+				return nil, nil, err
+			}
+			return c.ListenAddrs(), c.Close, nil
+		}},
+		{name: "raftlog 1 node", rf: 1, start: func() ([]string, func(), error) {
+			return startBenchCluster(ctx, 1, filepath.Join(base, "one"), logger)
+		}},
+		{name: "raftlog 3 nodes RF 3", rf: 3, start: func() ([]string, func(), error) {
+			return startBenchCluster(ctx, 3, filepath.Join(base, "three"), logger)
+		}},
+	}
+	var stops []func()
+	stopAll := func() {
+		// Nodes going away one by one complain of their peers: not news.
+		logger.SetLevel(hclog.Off)
+		for _, stop := range stops {
+			stop()
+		}
+		stops = nil
+	}
+	defer stopAll()
+	run := compareRun{duration: *duration, rounds: *rounds, shapes: shapes, started: time.Now(), stderr: stderr}
+	for i := range targets {
+		boot, stop, err := targets[i].start()
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", targets[i].name, err)
+			return 1
+		}
+		targets[i].boot = boot
+		stops = append(stops, stop)
+		run.names = append(run.names, targets[i].name)
+	}
+	for round := 0; round < *rounds; round++ {
+		runtime.GC()
+		mb, _, err := bench.RawWrite(base, int64(*rawMiB)<<20)
+		if err != nil {
+			fmt.Fprintln(stderr, "raw write:", err)
+			return 1
+		}
+		run.raw = max(run.raw, mb)
+		fmt.Fprintf(stderr, "round %d: raw write %.0f MB/s\n", round+1, mb)
+		cells, err := run.round(ctx, round, targets, *cpuprofile)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		run.cells = append(run.cells, cells)
+	}
+	if err := run.halfLoad(ctx, targets[len(targets)-1], *halfDuration); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	stopAll()
+	run.writeMarkdown(stdout)
+	if *out != "" {
+		if err := os.MkdirAll(*out, 0o755); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		path := filepath.Join(*out, "performance.png")
+		if err := run.chart().Save(path, 9*vg.Inch, 4*vg.Inch); err != nil {
+			fmt.Fprintln(stderr, "chart:", err)
+			return 1
+		}
+		fmt.Fprintf(stderr, "wrote %s\n", path)
+	}
+	if len(run.problems) > 0 {
+		return 1
+	}
+	return 0
+}
+
+type compareShape struct {
+	size       int
+	partitions int32
+}
+
+func (s compareShape) String() string {
+	sz := fmt.Sprintf("%d B", s.size)
+	if s.size%1024 == 0 {
+		sz = fmt.Sprintf("%d KiB", s.size/1024)
+	}
+	return fmt.Sprintf("%s × %d", sz, s.partitions)
+}
+
+// The shape the targets and the latency at half load are stated for.
+var targetShape = compareShape{size: 1024, partitions: 6}
+
+func compareShapes(sizes, parts string) ([]compareShape, error) {
+	ints := func(s string, lo, hi int) ([]int, error) {
+		var out []int
+		for _, f := range strings.Split(s, ",") {
+			v, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || v < lo || v > hi {
+				return nil, fmt.Errorf("%q: want comma-separated integers in [%d, %d]", s, lo, hi)
+			}
+			out = append(out, v)
+		}
+		return out, nil
+	}
+	ss, err := ints(sizes, 1, bench.MaxSize)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := ints(parts, 1, 64)
+	if err != nil {
+		return nil, err
+	}
+	var out []compareShape
+	for _, s := range ss {
+		for _, p := range ps {
+			out = append(out, compareShape{s, int32(p)})
+		}
+	}
+	return out, nil
+}
+
+type compareTarget struct {
+	name  string
+	rf    int16
+	start func() (bootstrap []string, stop func(), err error)
+	boot  []string
+}
+
+type compareCell struct {
+	produce, consume bench.Result
+}
+
+type compareRun struct {
+	duration time.Duration
+	rounds   int
+	shapes   []compareShape
+	started  time.Time
+	stderr   io.Writer
+	raw      float64           // MB/s, the best round
+	names    []string          // targets, in order; the first is the reference
+	cells    [][][]compareCell // [round][shape][target]
+	half     bench.Result      // the last target, targetShape, at half the maximum
+	problems []string
+}
+
+func (r *compareRun) config(boot []string, topic string, s compareShape, rf int16) bench.Config {
+	return bench.Config{Bootstrap: boot, Topic: topic, Partitions: s.partitions, Replication: rf, Size: s.size,
+		Duration: r.duration, Records: 100_000_000, Acks: -1, Producers: 1}
+}
+
+// round runs every shape against every target in turn: a produce, then a
+// consume of what it wrote, into a topic deleted afterwards.
+func (r *compareRun) round(ctx context.Context, round int, targets []compareTarget, cpuprofile string) ([][]compareCell, error) {
+	var out [][]compareCell
+	for _, s := range r.shapes {
+		var cells []compareCell
+		for ti, t := range targets {
+			profile := ""
+			if round == 0 && ti == len(targets)-1 && s == targetShape {
+				profile = cpuprofile
+			}
+			cell, err := r.one(ctx, t, fmt.Sprintf("bench-%d-%d-r%d", s.size, s.partitions, round+1), s, profile)
+			if err != nil {
+				return nil, fmt.Errorf("%s %v: %w", t.name, s, err)
+			}
+			cells = append(cells, cell)
+		}
+		out = append(out, cells)
+	}
+	return out, nil
+}
+
+func (r *compareRun) one(ctx context.Context, t compareTarget, topic string, s compareShape, cpuprofile string) (compareCell, error) {
+	c := r.config(t.boot, topic, s, t.rf)
+	if _, _, err := bench.EnsureTopic(ctx, c); err != nil {
+		return compareCell{}, err
+	}
+	runtime.GC() // the garbage of the run before is not this run's
+	stopProfile := func() {}
+	if cpuprofile != "" {
+		f, err := os.Create(cpuprofile)
+		if err != nil {
+			return compareCell{}, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return compareCell{}, err
+		}
+		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
+	}
+	p, err := bench.Produce(ctx, c)
+	stopProfile()
+	if err != nil {
+		return compareCell{}, fmt.Errorf("produce: %w", err)
+	}
+	c.Duration = 4*r.duration + 10*time.Second // reads to the end, well before this
+	runtime.GC()
+	cr, err := bench.Consume(ctx, c)
+	if err != nil {
+		return compareCell{}, fmt.Errorf("consume: %w", err)
+	}
+	if err := bench.DeleteTopic(ctx, c); err != nil {
+		return compareCell{}, err
+	}
+	fmt.Fprintf(r.stderr, "%-22s %-12v produce %8.0f records/s %7.1f MB/s p99 %7.1f ms | consume %8.0f records/s\n",
+		t.name, s, p.RecordsPerSec, p.MBPerSec, float64(p.Latency.P99)/1e6, cr.RecordsPerSec)
+	r.check(t.name, s, p, cr)
+	return compareCell{p, cr}, nil
+}
+
+func (r *compareRun) check(name string, s compareShape, p, c bench.Result) {
+	switch {
+	case p.Errors > 0 || c.Errors > 0:
+		r.problems = append(r.problems, fmt.Sprintf("%s %v: %d produce and %d consume errors (first: %s%s)", name, s, p.Errors, c.Errors, p.FirstError, c.FirstError))
+	case p.Records == 0:
+		r.problems = append(r.problems, fmt.Sprintf("%s %v: nothing produced", name, s))
+	case c.Records != p.Records:
+		r.problems = append(r.problems, fmt.Sprintf("%s %v: consumed %d records of %d produced", name, s, c.Records, p.Records))
+	}
+}
+
+// median of the values of f over the rounds.
+func (r *compareRun) median(f func(round int) float64) float64 {
+	var v []float64
+	for i := range r.cells {
+		v = append(v, f(i))
+	}
+	slices.Sort(v)
+	if len(v) == 0 {
+		return 0
+	}
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+func (c compareCell) op(op string) bench.Result {
+	if op == "produce" {
+		return c.produce
+	}
+	return c.consume
+}
+
+// vsRef is the median over the rounds of target ti's records/s over the
+// reference's, for shape si.
+func (r *compareRun) vsRef(op string, si, ti int) float64 {
+	return r.median(func(round int) float64 {
+		c := r.cells[round][si]
+		return ratio(c[ti].op(op).RecordsPerSec, c[0].op(op).RecordsPerSec)
+	})
+}
+
+// halfLoad measures the produce latency of t at half the median maximum
+// it reached for targetShape.
+func (r *compareRun) halfLoad(ctx context.Context, t compareTarget, d time.Duration) error {
+	si := slices.Index(r.shapes, targetShape)
+	if si < 0 {
+		return nil
+	}
+	ti := len(r.names) - 1
+	c := r.config(t.boot, "bench-half", targetShape, t.rf)
+	c.Rate = r.median(func(round int) float64 { return r.cells[round][si][ti].produce.RecordsPerSec }) / 2
+	c.Duration = d
+	if _, _, err := bench.EnsureTopic(ctx, c); err != nil {
+		return err
+	}
+	runtime.GC()
+	p, err := bench.Produce(ctx, c)
+	if err != nil {
+		return fmt.Errorf("produce at half load: %w", err)
+	}
+	fmt.Fprintf(r.stderr, "%-22s %-12v half load %.0f records/s: ack latency %v\n", t.name, targetShape, c.Rate, p.Latency)
+	if p.Errors > 0 {
+		r.problems = append(r.problems, fmt.Sprintf("%s %v at half load: %d errors (first: %s)", t.name, targetShape, p.Errors, p.FirstError))
+	}
+	r.half = p
+	return nil
+}
+
+// startBenchCluster starts n raftlog nodes in this process on free
+// loopback ports, as `raftlog dev` does, and waits until they are ready.
+func startBenchCluster(ctx context.Context, n int, dir string, logger hclog.Logger) ([]string, func(), error) {
+	var running []*runningNode
+	stop := func() {
+		for _, r := range running {
+			r.close()
+		}
+	}
+	addrs := make([]string, 4*n) // kafka, raft, gossip, http of each node
+	for i := range addrs {
+		a, err := loopbackAddr()
+		if err != nil {
+			return nil, nil, err
+		}
+		addrs[i] = a
+	}
+	var gossip, boot []string
+	for i := 0; i < n; i++ {
+		gossip = append(gossip, addrs[4*i+2])
+		boot = append(boot, addrs[4*i])
+	}
+	for i := 0; i < n; i++ {
+		f := serveFlags{
+			nodeID: i + 1, dataDir: filepath.Join(dir, fmt.Sprintf("node-%d", i+1)),
+			kafkaAddr: addrs[4*i], raftAddr: addrs[4*i+1], gossipAddr: addrs[4*i+2], httpAddr: addrs[4*i+3],
+			join: strings.Join(gossip, ","), controllerVoters: min(3, n), expectNodes: n,
+			partitions: 1, replication: -1, bootIDFile: "/proc/sys/kernel/random/boot_id",
+		}
+		r, err := startNode(f, logger, true)
+		if err != nil {
+			stop()
+			return nil, nil, fmt.Errorf("node %d: %w", i+1, err)
+		}
+		running = append(running, r)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for i, r := range running {
+		if err := r.node.WaitReady(wctx); err != nil {
+			stop()
+			return nil, nil, fmt.Errorf("node %d not ready: %w", i+1, err)
+		}
+	}
+	return boot, stop, nil
+}
+
+// loopbackAddr is a loopback address whose port was free a moment ago.
+func loopbackAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// ratio is a/b, or 0 when b is 0.
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// writeMarkdown prints the run's tables.
+func (r *compareRun) writeMarkdown(w io.Writer) {
+	fmt.Fprintf(w, "Run of %s on %s/%s, %d CPUs, %s: %d rounds of %v per produce run, acks=all, one kgo client, records spread round-robin, random values, no compression.\n\n",
+		r.started.UTC().Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), r.rounds, r.duration)
+	fmt.Fprintf(w, "Raw sequential write to the page cache (1 MiB writes, best round): %.0f MB/s.\n\n", r.raw)
+	header := func() {
+		fmt.Fprint(w, "| case |")
+		for _, n := range r.names {
+			fmt.Fprintf(w, " %s |", n)
+		}
+		fmt.Fprint(w, "\n| --- |")
+		for range r.names {
+			fmt.Fprint(w, " ---: |")
+		}
+		fmt.Fprintln(w)
+	}
+	table := func(cell func(op string, si, ti int) string) {
+		header()
+		for _, op := range []string{"produce", "consume"} {
+			for si, s := range r.shapes {
+				fmt.Fprintf(w, "| %s %v |", op, s)
+				for ti := range r.names {
+					fmt.Fprintf(w, " %s |", cell(op, si, ti))
+				}
+				fmt.Fprintln(w)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "Records/s relative to %s (same client code; median over the rounds of the ratio within a round):\n\n", r.names[0])
+	table(func(op string, si, ti int) string { return fmt.Sprintf("%.2f", r.vsRef(op, si, ti)) })
+	fmt.Fprintln(w, "Value MB/s relative to the raw write (bytes the client sent or received; RF 3 stores each three times):")
+	fmt.Fprintln(w)
+	table(func(op string, si, ti int) string {
+		return fmt.Sprintf("%.3f", r.median(func(round int) float64 { return ratio(r.cells[round][si][ti].op(op).MBPerSec, r.raw) }))
+	})
+	fmt.Fprintln(w, "The same runs in absolute figures, for orientation only (median records/s; produce: and the median p99 acknowledgement latency at full load, which is queueing in the client):")
+	fmt.Fprintln(w)
+	table(func(op string, si, ti int) string {
+		rate := r.median(func(round int) float64 { return r.cells[round][si][ti].op(op).RecordsPerSec })
+		if op == "consume" {
+			return fmt.Sprintf("%.0f", rate)
+		}
+		p99 := r.median(func(round int) float64 { return float64(r.cells[round][si][ti].produce.Latency.P99) / 1e6 })
+		return fmt.Sprintf("%.0f (p99 %.0f ms)", rate, p99)
+	})
+
+	si, ti := slices.Index(r.shapes, targetShape), len(r.names)-1
+	if si >= 0 && ti > 0 && r.half.Records > 0 {
+		prod, cons := r.vsRef("produce", si, ti), r.vsRef("consume", si, ti)
+		p99 := float64(r.half.Latency.P99) / 1e6
+		fmt.Fprintf(w, "Produce latency of %s, %v, at half its median maximum (%.0f records/s asked, %.0f achieved, %v): %v.\n\n",
+			r.names[ti], targetShape, r.half.TargetRate, r.half.RecordsPerSec, r.half.Elapsed.Round(time.Second), r.half.Latency)
+		met := func(ok bool) string {
+			if ok {
+				return "met"
+			}
+			return "**not met**"
+		}
+		fmt.Fprintln(w, "| target | measured | |")
+		fmt.Fprintln(w, "| --- | ---: | --- |")
+		fmt.Fprintf(w, "| %s produce ≥ 0.50 × %s records/s, %v | %.2f | %s |\n", r.names[ti], r.names[0], targetShape, prod, met(prod >= 0.5))
+		fmt.Fprintf(w, "| p99 produce latency < 20 ms at half that load | %.1f ms | %s |\n", p99, met(p99 < 20))
+		fmt.Fprintf(w, "| %s consume ≥ 0.70 × %s records/s, %v | %.2f | %s |\n", r.names[ti], r.names[0], targetShape, cons, met(cons >= 0.7))
+		fmt.Fprintln(w)
+	}
+	if len(r.problems) == 0 {
+		fmt.Fprintln(w, "Every run: no errors, and every consume read back exactly the records produced.")
+	} else {
+		fmt.Fprintln(w, "Problems:")
+		for _, p := range r.problems {
+			fmt.Fprintf(w, "- %s\n", p)
+		}
+	}
+}
+
+// chart draws records/s relative to the reference for every case.
+func (r *compareRun) chart() bench.Chart {
+	c := bench.Chart{
+		Title:  fmt.Sprintf("records/s relative to %s, median of %d rounds, %s", r.names[0], r.rounds, r.started.UTC().Format("2006-01-02")),
+		YLabel: "records/s relative to " + r.names[0],
+		Marks:  []bench.Mark{{Name: "produce target 0.5", Y: 0.5}, {Name: "consume target 0.7", Y: 0.7}},
+	}
+	for _, op := range []string{"produce", "consume"} {
+		for _, s := range r.shapes {
+			c.Categories = append(c.Categories, fmt.Sprintf("%s\n%v", op, s))
+		}
+	}
+	for ti, name := range r.names {
+		ser := bench.Series{Name: name}
+		for _, op := range []string{"produce", "consume"} {
+			for si := range r.shapes {
+				ser.Values = append(ser.Values, r.vsRef(op, si, ti))
+			}
+		}
+		c.Series = append(c.Series, ser)
+	}
+	return c
+}

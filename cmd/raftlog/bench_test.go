@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/raftlog/raftlog/bench"
+)
+
+// TestBenchProduceConsume runs `raftlog bench produce` then `consume`
+// against a three-node cluster in this process, as `raftlog dev` starts
+// it, and checks that the figures add up (not how fast they are).
+func TestBenchProduceConsume(t *testing.T) {
+	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.LevelFromString(envOr("RAFTLOG_TEST_LOG", "off")), Output: benchLogWriter{t}})
+	boot, stop, err := startBenchCluster(context.Background(), 3, t.TempDir(), logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logger.SetLevel(hclog.Off); stop() })
+	bootstrap := strings.Join(boot, ",")
+
+	benchRun := func(args ...string) (bench.Result, string) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		code := run(append([]string{"bench"}, args...), &out, &errb)
+		if code != 0 {
+			t.Fatalf("bench %v: exit %d\nstdout:\n%s\nstderr:\n%s", args, code, out.String(), errb.String())
+		}
+		var r bench.Result
+		if strings.Contains(strings.Join(args, " "), "--json") {
+			if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+				t.Fatalf("bench %v: %v\n%s", args, err, out.String())
+			}
+		}
+		return r, out.String() + errb.String()
+	}
+
+	p, perr := benchRun("produce", "--bootstrap", bootstrap, "--topic", "b", "--partitions", "3", "--replication-factor", "3",
+		"--size", "200", "--duration", "20s", "--records", "3000", "--producers", "2", "--json")
+	if !strings.Contains(perr, "created topic b: 3 partitions") {
+		t.Errorf("no word of the topic's creation:\n%s", perr)
+	}
+	if p.Kind != "produce" || p.Records != 3000 || p.Errors != 0 || p.Bytes != 3000*200 || p.Partitions != 3 || p.Acks != "all" {
+		t.Fatalf("produce: %+v", p)
+	}
+	if p.RecordsPerSec <= 0 || p.MBPerSec <= 0 || p.Elapsed <= 0 || p.Elapsed > 20*time.Second+time.Minute {
+		t.Fatalf("produce rates: %+v", p)
+	}
+	if q := p.Latency; q.N != 3000 || q.P50 <= 0 || q.P50 > q.P99 || q.P99 > q.P999 || q.P999 > q.Max {
+		t.Fatalf("produce latency quantiles out of order: %+v", q)
+	}
+
+	c, _ := benchRun("consume", "--bootstrap", bootstrap, "--topic", "b", "--duration", "30s", "--json")
+	if c.Kind != "consume" || c.Records != p.Records || c.Bytes != p.Bytes || c.Errors != 0 || c.RecordsPerSec <= 0 {
+		t.Fatalf("consume: %+v, produced %d", c, p.Records)
+	}
+
+	// A time-bound run stops by itself, and the summary names every figure.
+	_, sum := benchRun("produce", "--bootstrap", bootstrap, "--topic", "b", "--size", "100", "--duration", "300ms", "--records", "0", "--rate", "500")
+	for _, want := range []string{"produce b:", "records/s", "MB/s", "ack latency: p50", "p99", "p99.9", "errors: 0", "rate limit 500 records/s"} {
+		if !strings.Contains(sum, want) {
+			t.Errorf("summary lacks %q:\n%s", want, sum)
+		}
+	}
+	_, sum = benchRun("consume", "--bootstrap", bootstrap, "--topic", "b", "--duration", "30s", "--records", "100", "--progress=false")
+	if !strings.Contains(sum, "consume b: 100 records") || !strings.Contains(sum, "errors: 0") {
+		t.Errorf("consume summary:\n%s", sum)
+	}
+}
+
+type benchLogWriter struct{ t *testing.T }
+
+func (w benchLogWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(bytes.TrimRight(p, "\n")))
+	return len(p), nil
+}
+
+func TestBenchFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench"},
+		{"bench", "nope"},
+		{"bench", "produce", "--acks", "2"},
+		{"bench", "consume", "--from", "middle"},
+		{"bench", "compare", "--sizes", "0"},
+		{"bench", "compare", "--rounds", "0"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (usage)\n%s", args, code, errb.String())
+		}
+	}
+}
