@@ -43,6 +43,8 @@ type Result struct {
 	FinalRecords             int
 	Counts                   map[string]int
 	Examples                 []Anomaly // a few of each kind
+	LinOps                   int       // register operations checked by porcupine
+	LinResult                string    // Ok, Illegal or Unknown (timed out)
 }
 
 // OK reports whether no anomaly was found.

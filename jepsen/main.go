@@ -33,6 +33,7 @@ func main() {
 	producers := fs.Int("producers", 4, "concurrent producers")
 	partitions := fs.Int("partitions", 4, "partitions of the test topic")
 	out := fs.String("out", "", "results directory (default results/<time>)")
+	linTimeout := fs.Duration("lin-timeout", 5*time.Minute, "time allowed to the linearizability check (past it the result is Unknown, not an anomaly)")
 	fs.Parse(os.Args[2:])
 	if *quick {
 		*duration = 60 * time.Second
@@ -53,7 +54,7 @@ func main() {
 		}
 	}
 	cfg := runConfig{Seed: *seed, Nemeses: strings.Split(*nemeses, ","), Duration: *duration, Nodes: *nodes,
-		Producers: *producers, Partitions: *partitions, Out: *out, GoVersion: runtime.Version(), Net: *network}
+		Producers: *producers, Partitions: *partitions, Out: *out, GoVersion: runtime.Version(), Net: *network, LinTimeout: *linTimeout}
 	for _, k := range cfg.Nemeses {
 		if !knownNemeses[k] {
 			fmt.Fprintf(os.Stderr, "jepsen: unknown nemesis %q\n", k)
@@ -84,6 +85,7 @@ type runConfig struct {
 	Out        string
 	GoVersion  string
 	Net        string // netns or loopback
+	LinTimeout time.Duration
 }
 
 var knownNemeses = map[string]bool{"kill": true, "leader": true, "pause": true, "power": true, "partition": true, "partition-leader": true}
@@ -149,6 +151,9 @@ func run(cfg runConfig) (Result, error) {
 	if err := c.createTopic(topic, int32(cfg.Partitions)); err != nil {
 		return Result{}, err
 	}
+	if err := c.createTopic(linTopic, 1); err != nil {
+		return Result{}, err
+	}
 	say("cluster ready: %v", c.bootstrap())
 
 	start := time.Now()
@@ -194,6 +199,15 @@ func run(cfg runConfig) (Result, error) {
 				mu.Unlock()
 			}
 		}(p)
+	}
+	// Register clients on their own partition, for porcupine.
+	lin := &linHistory{start: start}
+	for i := 0; i < 3; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			linClient(i, c.bootstrap(), lin, cfg.Seed, stop)
+		}(i)
 	}
 	// A reader polling while faults go on.
 	wg.Add(1)
@@ -282,6 +296,20 @@ func run(cfg runConfig) (Result, error) {
 	}
 	reads = kept
 	res := Check(writes, reads)
+	ops := lin.history()
+	res.LinOps = len(ops)
+	linStart := time.Now()
+	lr, err := checkLinearizable(ops, cfg.LinTimeout, filepath.Join(cfg.Out, "linearizability.html"))
+	res.LinResult = string(lr)
+	if err != nil {
+		say("linearizability visualization: %v", err)
+	}
+	res.Counts["nonlinearizable"] = 0
+	if lr == "Illegal" {
+		res.Counts["nonlinearizable"] = 1
+		res.Examples = append(res.Examples, Anomaly{Kind: "nonlinearizable", Detail: "no order of the register operations explains the answers; see linearizability.html"})
+	}
+	say("linearizability of %d register operations: %s (%.1fs)", len(ops), lr, time.Since(linStart).Seconds())
 	say("checked: attempted %d acknowledged %d failed/unknown %d final records %d", res.Attempted, res.Acked, res.Failed, res.FinalRecords)
 	kinds := make([]string, 0, len(res.Counts))
 	for k := range res.Counts {
@@ -315,9 +343,14 @@ func writeReport(cfg runConfig, res Result, faults []fault, writes []Write) erro
 	fmt.Fprintf(&b, "- nodes %d, producers %d, partitions %d, %s\n", cfg.Nodes, cfg.Producers, cfg.Partitions, cfg.GoVersion)
 	fmt.Fprintf(&b, "- writes attempted %d, acknowledged %d, failed or unknown %d; records in the final read %d\n\n", res.Attempted, res.Acked, res.Failed, res.FinalRecords)
 	fmt.Fprintf(&b, "| anomaly | count |\n| --- | --- |\n")
-	for _, k := range []string{"lost", "duplicate", "inconsistent-offset", "reorder", "nonmonotonic-poll", "unexpected"} {
+	for _, k := range []string{"lost", "duplicate", "inconsistent-offset", "reorder", "nonmonotonic-poll", "unexpected", "nonlinearizable"} {
 		fmt.Fprintf(&b, "| %s | %d |\n", k, res.Counts[k])
 	}
+	fmt.Fprintf(&b, "\nLinearizability (porcupine) of %d register operations on `%s`: **%s**", res.LinOps, linTopic, res.LinResult)
+	if res.LinResult == "Unknown" {
+		fmt.Fprintf(&b, " (the check ran out of its %v)", cfg.LinTimeout)
+	}
+	fmt.Fprintf(&b, "\n")
 	if len(res.Examples) > 0 {
 		fmt.Fprintf(&b, "\nExamples:\n\n")
 		for _, e := range res.Examples {
