@@ -19,8 +19,16 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == "plot" {
+		// Draw a finished run's plot again from its history.json.
+		if err := replot(os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, "jepsen:", err)
+			os.Exit(2)
+		}
+		return
+	}
 	if len(os.Args) < 2 || os.Args[1] != "run" {
-		fmt.Fprintln(os.Stderr, "usage: go run ./jepsen run [--quick] [--nemesis kill,leader,pause,power] [--seed N] [--duration D] [--out DIR]")
+		fmt.Fprintln(os.Stderr, "usage: go run ./jepsen run [--quick] [--nemesis kill,leader,pause,power,partition,partition-leader] [--net netns|loopback] [--seed N] [--duration D] [--out DIR]\n       go run ./jepsen plot DIR")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
@@ -321,6 +329,9 @@ func run(cfg runConfig) (Result, error) {
 	}
 	for _, e := range res.Examples {
 		say("  example %s: %s", e.Kind, e.Detail)
+	}
+	if err := writePlot(filepath.Join(cfg.Out, "plot.png"), writes, faults); err != nil {
+		say("plot: %v", err)
 	}
 	if err := writeReport(cfg, res, faults, writes); err != nil {
 		say("report: %v", err)
