@@ -39,6 +39,12 @@ var palette = []color.Color{
 	color.RGBA{R: 0xf4, G: 0xb4, B: 0x00, A: 0xff},
 }
 
+var markColors = []color.Color{
+	color.Black,
+	color.RGBA{R: 0xe6, G: 0x7e, B: 0x22, A: 0xff},
+	color.RGBA{R: 0x8e, G: 0x44, B: 0xad, A: 0xff},
+}
+
 // Save renders the chart to path (the format follows the extension:
 // .png, .svg, .pdf) at width × height inches.
 func (c Chart) Save(path string, width, height vg.Length) error {
@@ -72,8 +78,9 @@ func (c Chart) Save(path string, width, height vg.Length) error {
 		if err != nil {
 			return err
 		}
-		l.Color = color.Black
-		l.Dashes = []vg.Length{vg.Points(4), vg.Points(2 + 2*float64(i))}
+		l.Color = markColors[i%len(markColors)]
+		l.Width = vg.Points(1.5)
+		l.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
 		p.Add(l)
 		p.Legend.Add(m.Name, l)
 	}
