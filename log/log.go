@@ -400,6 +400,29 @@ func (l *Log) flushLocked() error {
 	if l.floorIndex(l.checkpointed.recoveryPoint) != len(l.segs)-1 || l.checkpointed.logStart != l.start.Load() {
 		return l.writeCheckpointLocked()
 	}
+	return l.hintCheckpointLocked()
+}
+
+// hintCheckpointLocked overwrites the checkpoint in place with the new
+// recovery point, without an fsync of its own: it saves recovery a scan
+// and tells whoever reads the directory where the fsynced prefix ends.
+// The data it covers was fsynced before it is written, so whichever
+// version of it survives a crash is true; a torn one fails its CRC and
+// recovery scans every segment. Without a checkpoint file yet, it writes
+// one atomically; a failed overwrite is left to the next atomic write.
+func (l *Log) hintCheckpointLocked() error {
+	c := checkpoint{recoveryPoint: l.recoveryPoint, logStart: l.start.Load()}
+	if c == l.checkpointed {
+		return nil
+	}
+	f, err := l.fs.OpenRW(filepath.Join(l.dir, checkpointName))
+	if err != nil {
+		return l.writeCheckpointLocked()
+	}
+	_, err = f.WriteAt(c.encode(), 0)
+	if f.Close() == nil && err == nil {
+		l.checkpointed = c
+	}
 	return nil
 }
 
