@@ -45,6 +45,9 @@ type Result struct {
 	Examples                 []Anomaly // a few of each kind
 	LinOps                   int       // register operations checked by porcupine
 	LinResult                string    // Ok, Illegal or Unknown (timed out)
+	// Bound holds what a coordinated power loss without per-append fsync
+	// did (moved out of Counts: the documented bound, not an anomaly).
+	Bound map[string]int
 }
 
 // OK reports whether no anomaly was found.

@@ -177,7 +177,7 @@ func (c *pcluster) waitReady(ctx context.Context) error {
 	return nil
 }
 
-func (c *pcluster) createTopic(name string, partitions int32) error {
+func (c *pcluster) createTopic(name string, partitions int32, configs map[string]*string) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...))
 	if err != nil {
 		return err
@@ -187,7 +187,7 @@ func (c *pcluster) createTopic(name string, partitions int32) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for {
-		_, err := adm.CreateTopic(ctx, partitions, int16(min(3, len(c.nodes))), nil, name)
+		_, err := adm.CreateTopic(ctx, partitions, int16(min(3, len(c.nodes))), configs, name)
 		if err == nil || errors.Is(err, kerr.TopicAlreadyExists) {
 			break
 		}
@@ -265,10 +265,34 @@ func (c *pcluster) split(rng *rand.Rand) ([][]int, string) {
 	}
 }
 
+// powerLoss does to a killed node what a power loss can: drop what it had
+// not fsynced, and give it a new boot id.
+func (c *pcluster) powerLoss(nd *pnode, rng *rand.Rand) (int64, error) {
+	cut, err := dropUnsynced(nd.dir, rng)
+	if err != nil {
+		return cut, err
+	}
+	nd.boots++
+	return cut, os.WriteFile(nd.bootFile, []byte(fmt.Sprintf("boot-%d\n", nd.boots+1)), 0o644)
+}
+
 // inject starts a fault and returns the node it hit.
 func (c *pcluster) inject(kind string, rng *rand.Rand) (int, string) {
 	nd := c.nodes[rng.IntN(len(c.nodes))]
 	switch kind {
+	case "power-all":
+		for _, o := range c.nodes {
+			o.kill()
+		}
+		var cuts []string
+		for _, o := range c.nodes {
+			cut, err := c.powerLoss(o, rng)
+			if err != nil {
+				return 0, "power loss of every node: " + err.Error()
+			}
+			cuts = append(cuts, strconv.FormatInt(cut, 10))
+		}
+		return 0, "power loss of every node at once: unsynced bytes dropped per node " + strings.Join(cuts, ", ")
 	case "partition":
 		sides, what := c.split(rng)
 		if err := c.net.partition(sides...); err != nil {
@@ -303,12 +327,10 @@ func (c *pcluster) inject(kind string, rng *rand.Rand) (int, string) {
 		return nd.id, "SIGSTOP"
 	case "power":
 		nd.kill()
-		cut, err := dropUnsynced(nd.dir, rng)
+		cut, err := c.powerLoss(nd, rng)
 		if err != nil {
 			return nd.id, "power loss: " + err.Error()
 		}
-		nd.boots++
-		os.WriteFile(nd.bootFile, []byte(fmt.Sprintf("boot-%d\n", nd.boots+1)), 0o644)
 		return nd.id, fmt.Sprintf("power loss: %d bytes of unsynced log dropped", cut)
 	}
 	return 0, "unknown nemesis " + kind
@@ -318,6 +340,14 @@ func (c *pcluster) inject(kind string, rng *rand.Rand) (int, string) {
 func (c *pcluster) heal(kind string, id int) {
 	if partitionKinds[kind] {
 		c.net.heal()
+		return
+	}
+	if kind == "power-all" {
+		for _, nd := range c.nodes {
+			if !nd.running() {
+				c.start(nd, 0)
+			}
+		}
 		return
 	}
 	if id == 0 {
