@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/raftlog/raftlog/bench"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // `raftlog bench produce|consume` measures any Kafka cluster through the
@@ -54,6 +55,7 @@ func runBenchLoad(kind string, args []string, stdout, stderr io.Writer) int {
 	codec := fs.String("compression", "none", "none, gzip, snappy, lz4 or zstd (produce; values are random bytes)")
 	linger := fs.Duration("linger", 10*time.Millisecond, "how long a partition's batch waits for more records (0: none) (produce)")
 	from := fs.String("from", "start", "start: read up to the end offsets seen at the start; end: wait for new records and measure end-to-end latency (consume)")
+	clientLog := fs.String("client-log-level", "none", "franz-go's own log on standard error: none, error, warn, info, debug")
 	asJSON := fs.Bool("json", false, "print the result as JSON instead of a summary")
 	showProgress := fs.Bool("progress", true, "show a progress bar on standard error")
 	if err := fs.Parse(args); err != nil {
@@ -68,6 +70,21 @@ func runBenchLoad(kind string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "--from %q: want start or end\n", *from)
 		return 2
 	}
+	var logLevel kgo.LogLevel
+	switch *clientLog {
+	case "none":
+	case "error":
+		logLevel = kgo.LogLevelError
+	case "warn":
+		logLevel = kgo.LogLevelWarn
+	case "info":
+		logLevel = kgo.LogLevelInfo
+	case "debug":
+		logLevel = kgo.LogLevelDebug
+	default:
+		fmt.Fprintf(stderr, "--client-log-level %q: want none, error, warn, info or debug\n", *clientLog)
+		return 2
+	}
 	if *linger == 0 {
 		*linger = -1 // bench.Config: no linger
 	}
@@ -75,6 +92,9 @@ func runBenchLoad(kind string, args []string, stdout, stderr io.Writer) int {
 		Bootstrap: strings.Split(*bootstrap, ","), Topic: *topic, Partitions: int32(*partitions), Replication: int16(*rf),
 		Size: *size, Duration: *duration, Records: *records, Acks: ack, Producers: *producers, Rate: *rate,
 		Compression: *codec, Linger: *linger, FromEnd: *from == "end",
+	}
+	if logLevel != kgo.LogLevelNone {
+		c.ClientOpts = append(c.ClientOpts, kgo.WithLogger(kgo.BasicLogger(stderr, logLevel, func() string { return time.Now().Format("15:04:05.000 ") })))
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()

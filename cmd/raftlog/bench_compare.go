@@ -88,10 +88,10 @@ func runBenchCompare(args []string, stdout, stderr io.Writer) int {
 			return c.ListenAddrs(), c.Close, nil
 		}},
 		{name: "raftlog 1 node", rf: 1, start: func() ([]string, func(), error) {
-			return startBenchCluster(ctx, 1, filepath.Join(base, "one"), logger)
+			return startBenchCluster(ctx, 1, filepath.Join(base, "one"), logger, false)
 		}},
 		{name: "raftlog 3 nodes RF 3", rf: 3, start: func() ([]string, func(), error) {
-			return startBenchCluster(ctx, 3, filepath.Join(base, "three"), logger)
+			return startBenchCluster(ctx, 3, filepath.Join(base, "three"), logger, false)
 		}},
 	}
 	var stops []func()
@@ -385,8 +385,13 @@ func (r *compareRun) halfLoad(ctx context.Context, targets []compareTarget, d ti
 }
 
 // startBenchCluster starts n raftlog nodes in this process on free
-// loopback ports, as `raftlog dev` does, and waits until they are ready.
-func startBenchCluster(ctx context.Context, n int, dir string, logger hclog.Logger) ([]string, func(), error) {
+// loopback ports and waits until they are ready. With local, they have
+// the fast timings of `raftlog dev` (Raft heartbeat and election 500 ms,
+// leader lease 250 ms; local-network gossip); without, those of
+// `raftlog serve` (1 s, 1 s, 500 ms; LAN gossip), which a loaded machine
+// disturbs less: a leader whose lease runs out steps down, and the
+// election stalls its partitions' writes.
+func startBenchCluster(ctx context.Context, n int, dir string, logger hclog.Logger, local bool) ([]string, func(), error) {
 	var running []*runningNode
 	stop := func() {
 		for _, r := range running {
@@ -413,7 +418,7 @@ func startBenchCluster(ctx context.Context, n int, dir string, logger hclog.Logg
 			join: strings.Join(gossip, ","), controllerVoters: min(3, n), expectNodes: n,
 			partitions: 1, replication: -1, bootIDFile: "/proc/sys/kernel/random/boot_id",
 		}
-		r, err := startNode(f, logger, true)
+		r, err := startNode(f, logger, local)
 		if err != nil {
 			stop()
 			return nil, nil, fmt.Errorf("node %d: %w", i+1, err)

@@ -17,7 +17,7 @@ import (
 // it, and checks that the figures add up (not how fast they are).
 func TestBenchProduceConsume(t *testing.T) {
 	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.LevelFromString(envOr("RAFTLOG_TEST_LOG", "off")), Output: benchLogWriter{t}})
-	boot, stop, err := startBenchCluster(context.Background(), 3, t.TempDir(), logger)
+	boot, stop, err := startBenchCluster(context.Background(), 3, t.TempDir(), logger, true)
 	if err != nil {
 		t.Fatal(err)
 	}
