@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -37,6 +38,9 @@ type pcluster struct {
 	nodes []*pnode
 	join  string
 	net   *netns // nil: every node on loopback
+	// spare is the node the member nemesis adds and removes (nil: none).
+	spare *pnode
+	moved map[int32][]int32 // partitions moved onto the spare: their replicas before
 }
 
 func freePort() string {
@@ -50,10 +54,14 @@ func freePort() string {
 
 // startCluster starts n nodes: on loopback ports, or each in its own
 // network namespace of net at fixed ports of its own address.
-func startCluster(bin, out string, n, partitions int, net *netns) (*pcluster, error) {
-	c := &pcluster{bin: bin, net: net}
+func startCluster(bin, out string, n, partitions int, net *netns, spare bool) (*pcluster, error) {
+	c := &pcluster{bin: bin, net: net, moved: map[int32][]int32{}}
 	var gossip []string
-	for i := 0; i < n; i++ {
+	total := n
+	if spare {
+		total++
+	}
+	for i := 0; i < total; i++ {
 		nd := &pnode{id: i + 1, dir: filepath.Join(out, fmt.Sprintf("n%d", i+1))}
 		if net != nil {
 			a := net.addr(i + 1)
@@ -65,6 +73,10 @@ func startCluster(bin, out string, n, partitions int, net *netns) (*pcluster, er
 		nd.logPath = filepath.Join(out, fmt.Sprintf("n%d.log", i+1))
 		if err := os.WriteFile(nd.bootFile, []byte("boot-1\n"), 0o644); err != nil {
 			return nil, err
+		}
+		if i == n {
+			c.spare = nd // joins through the others, not in their join list
+			break
 		}
 		gossip = append(gossip, nd.gossip)
 		c.nodes = append(c.nodes, nd)
@@ -131,13 +143,17 @@ func (nd *pnode) kill() {
 }
 
 func (c *pcluster) stopAll() {
-	for _, nd := range c.nodes {
+	all := c.nodes
+	if c.spare != nil {
+		all = append(append([]*pnode(nil), c.nodes...), c.spare)
+	}
+	for _, nd := range all {
 		if nd.running() {
 			nd.signal(syscall.SIGCONT)
 			nd.signal(syscall.SIGTERM)
 		}
 	}
-	for _, nd := range c.nodes {
+	for _, nd := range all {
 		if nd.running() {
 			select {
 			case <-nd.done:
@@ -280,6 +296,12 @@ func (c *pcluster) powerLoss(nd *pnode, rng *rand.Rand) (int64, error) {
 func (c *pcluster) inject(kind string, rng *rand.Rand) (int, string) {
 	nd := c.nodes[rng.IntN(len(c.nodes))]
 	switch kind {
+	case "member":
+		what, err := c.addSpare(rng)
+		if err != nil {
+			return c.spare.id, "membership: " + err.Error()
+		}
+		return c.spare.id, "membership: " + what
 	case "power-all":
 		for _, o := range c.nodes {
 			o.kill()
@@ -340,6 +362,10 @@ func (c *pcluster) inject(kind string, rng *rand.Rand) (int, string) {
 func (c *pcluster) heal(kind string, id int) {
 	if partitionKinds[kind] {
 		c.net.heal()
+		return
+	}
+	if kind == "member" {
+		c.removeSpare()
 		return
 	}
 	if kind == "power-all" {
@@ -474,4 +500,173 @@ func (c *pcluster) readAll(name string, timeout time.Duration) ([]Read, error) {
 		}
 	}
 	return out, nil
+}
+
+// admin returns a client and its kadm.
+func (c *pcluster) admin() (*kgo.Client, *kadm.Client, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...))
+	if err != nil {
+		return nil, nil, err
+	}
+	return cl, kadm.NewClient(cl), nil
+}
+
+// addSpare starts the spare node and moves one replica of a random
+// partition onto it, under load, waiting (bounded) for the move to end.
+func (c *pcluster) addSpare(rng *rand.Rand) (string, error) {
+	sp := c.spare
+	if !sp.running() {
+		if err := c.start(sp, 0); err != nil {
+			return "", err
+		}
+	}
+	cl, adm, err := c.admin()
+	if err != nil {
+		return "", err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	// The spare is a member once a node lists it among its brokers.
+	for !c.listsBroker(sp.id) {
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("node %d did not join", sp.id)
+		}
+		time.Sleep(200 * time.Millisecond) // polling membership until the deadline
+	}
+	td, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return "", err
+	}
+	ps := td[topic].Partitions.Sorted()
+	var cands []kadm.PartitionDetail
+	for _, p := range ps {
+		if _, moved := c.moved[p.Partition]; !moved && !slicesContains(p.Replicas, int32(sp.id)) {
+			cands = append(cands, p)
+		}
+	}
+	if len(cands) == 0 {
+		return "every partition already has a replica on the spare", nil
+	}
+	p := cands[rng.IntN(len(cands))]
+	target := append([]int32(nil), p.Replicas...)
+	out := rng.IntN(len(target))
+	target[out] = int32(sp.id)
+	if err := c.reassign(ctx, adm, p.Partition, target); err != nil {
+		return "", err
+	}
+	c.moved[p.Partition] = p.Replicas
+	return fmt.Sprintf("node %d added; partition %d moved %v → %v", sp.id, p.Partition, p.Replicas, target), nil
+}
+
+// removeSpare moves every partition on the spare back where it was and
+// stops the spare.
+func (c *pcluster) removeSpare() {
+	cl, adm, err := c.admin()
+	if err == nil {
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		for p, before := range c.moved {
+			if err := c.reassign(ctx, adm, p, before); err == nil {
+				delete(c.moved, p)
+			}
+		}
+	}
+	if len(c.moved) == 0 && c.spare.running() {
+		c.spare.signal(syscall.SIGTERM)
+		select {
+		case <-c.spare.done:
+		case <-time.After(30 * time.Second):
+			c.spare.kill()
+		}
+	}
+}
+
+// reassign asks for partition p of the test topic to move to replicas,
+// and waits until the move is done.
+func (c *pcluster) reassign(ctx context.Context, adm *kadm.Client, p int32, replicas []int32) error {
+	for {
+		var req kadm.AlterPartitionAssignmentsReq
+		req.Assign(topic, p, replicas)
+		resp, err := adm.AlterPartitionAssignments(ctx, req)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("reassign partition %d to %v: %w", p, replicas, err)
+		}
+		time.Sleep(500 * time.Millisecond) // a leader being elected: retry until the deadline
+	}
+	for {
+		td, err := adm.ListTopics(ctx, topic)
+		if err == nil {
+			if pd, ok := td[topic].Partitions[p]; ok && sameSet(pd.Replicas, replicas) {
+				lr, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{topic: {p: {}}})
+				if err == nil {
+					if _, moving := lr[topic][p]; !moving {
+						return nil
+					}
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("partition %d did not reach %v", p, replicas)
+		}
+		time.Sleep(200 * time.Millisecond) // polling the move until the deadline
+	}
+}
+
+func slicesContains(s []int32, v int32) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func sameSet(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slicesContains(b, x) {
+			return false
+		}
+	}
+	return true
+}
+
+// listsBroker reports whether a running node's /v1/status lists broker id.
+func (c *pcluster) listsBroker(id int) bool {
+	for _, nd := range c.nodes {
+		if !nd.running() {
+			continue
+		}
+		resp, err := http.Get("http://" + nd.httpAddr + "/v1/status")
+		if err != nil {
+			continue
+		}
+		var st struct {
+			Brokers []struct {
+				NodeID int `json:"node_id"`
+			} `json:"brokers"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if err != nil {
+			continue
+		}
+		for _, b := range st.Brokers {
+			if b.NodeID == id {
+				return true
+			}
+		}
+		return false
+	}
+	return false
 }

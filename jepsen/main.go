@@ -34,8 +34,8 @@ func main() {
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
-	quick := fs.Bool("quick", false, "a short campaign: every nemesis once or twice, about a minute and a half")
-	nemeses := fs.String("nemesis", "", "faults to inject, comma separated, of kill, leader, pause, power, partition, partition-leader (default: all; the partitions only where network namespaces can be made)")
+	quick := fs.Bool("quick", false, "a short campaign: 60 s of faults, every nemesis at least once (about 3 minutes in all)")
+	nemeses := fs.String("nemesis", "", "faults to inject, comma separated, of kill, leader, pause, power, member, partition, partition-leader, power-all (default: all but power-all; the partitions only where network namespaces can be made)")
 	network := fs.String("net", "auto", "where nodes run: netns (a network namespace each; needs root), loopback, or auto (netns when possible)")
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()%1e9), "seed of the fault schedule (a failing seed reproduces the schedule)")
 	duration := fs.Duration("duration", 5*time.Minute, "how long the faults go on (--quick: 60s)")
@@ -59,7 +59,7 @@ func main() {
 		}
 	}
 	if *nemeses == "" {
-		*nemeses = "kill,leader,pause,power"
+		*nemeses = "kill,leader,pause,power,member"
 		if *network == "netns" {
 			*nemeses += ",partition,partition-leader"
 		}
@@ -102,7 +102,7 @@ type runConfig struct {
 	FlushMessages int
 }
 
-var knownNemeses = map[string]bool{"kill": true, "leader": true, "pause": true, "power": true, "power-all": true, "partition": true, "partition-leader": true}
+var knownNemeses = map[string]bool{"member": true, "kill": true, "leader": true, "pause": true, "power": true, "power-all": true, "partition": true, "partition-leader": true}
 
 // lossBound reports whether the run includes a fault that replication
 // cannot survive without fsync (every node losing power at once) under a
@@ -164,15 +164,19 @@ func run(cfg runConfig) (Result, error) {
 	if b, err := build.CombinedOutput(); err != nil {
 		return Result{}, fmt.Errorf("build: %v\n%s", err, b)
 	}
+	spare := false
+	for _, k := range cfg.Nemeses {
+		spare = spare || k == "member"
+	}
 	var net *netns
 	if cfg.Net == "netns" {
-		if net, err = newNetns(cfg.Nodes); err != nil {
+		if net, err = newNetns(cfg.Nodes + 1); err != nil {
 			return Result{}, err
 		}
 		defer net.teardown()
 		say("network: a namespace per node on %s.0/24", net.subnet)
 	}
-	c, err := startCluster(bin, cfg.Out, cfg.Nodes, cfg.Partitions, net)
+	c, err := startCluster(bin, cfg.Out, cfg.Nodes, cfg.Partitions, net, spare)
 	if err != nil {
 		return Result{}, err
 	}
@@ -282,7 +286,7 @@ func run(cfg runConfig) (Result, error) {
 	var faults []fault
 	order := append([]string(nil), cfg.Nemeses...)
 	deadline := time.Now().Add(cfg.Duration)
-	for i := 0; time.Now().Before(deadline); i++ {
+	for i := 0; time.Now().Before(deadline) || i < len(order); i++ { // every nemesis at least once
 		time.Sleep(time.Duration(2000+rng.IntN(2000)) * time.Millisecond) // the schedule's quiet time between faults
 		kind := order[i%len(order)]
 		if i >= len(order) {
