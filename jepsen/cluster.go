@@ -31,13 +31,15 @@ type pnode struct {
 	cmd                           *exec.Cmd
 	done                          chan struct{}
 	boots                         int
+	dock                          *dockerNet // nil: a local process
 }
 
 type pcluster struct {
 	bin   string
 	nodes []*pnode
 	join  string
-	net   *netns // nil: every node on loopback
+	net   *netns     // nil: every node on loopback
+	dock  *dockerNet // non-nil: every node a container (net is its cutter)
 	// spare is the node the member nemesis adds and removes (nil: none).
 	spare *pnode
 	moved map[int32][]int32 // partitions moved onto the spare: their replicas before
@@ -54,15 +56,18 @@ func freePort() string {
 
 // startCluster starts n nodes: on loopback ports, or each in its own
 // network namespace of net at fixed ports of its own address.
-func startCluster(bin, out string, n, partitions int, net *netns, spare bool) (*pcluster, error) {
-	c := &pcluster{bin: bin, net: net, moved: map[int32][]int32{}}
+func startCluster(bin, out string, n, partitions int, net *netns, dock *dockerNet, spare bool) (*pcluster, error) {
+	if dock != nil {
+		net = dock.net
+	}
+	c := &pcluster{bin: bin, net: net, dock: dock, moved: map[int32][]int32{}}
 	var gossip []string
 	total := n
 	if spare {
 		total++
 	}
 	for i := 0; i < total; i++ {
-		nd := &pnode{id: i + 1, dir: filepath.Join(out, fmt.Sprintf("n%d", i+1))}
+		nd := &pnode{id: i + 1, dir: filepath.Join(out, fmt.Sprintf("n%d", i+1)), dock: dock}
 		if net != nil {
 			a := net.addr(i + 1)
 			nd.kafka, nd.raft, nd.gossip, nd.httpAddr = a+":9092", a+":9192", a+":9292", a+":9392"
@@ -102,7 +107,13 @@ func (c *pcluster) start(nd *pnode, partitions int) error {
 		"--controller-voters", strconv.Itoa(min(3, len(c.nodes))), "--default-partitions", strconv.Itoa(partitions),
 		"--log-json", "--log-level", "info"}
 	cmd := exec.Command(c.bin, args...)
-	if c.net != nil {
+	switch {
+	case c.dock != nil:
+		if cmd, err = c.dock.command(nd, args); err != nil {
+			lf.Close()
+			return err
+		}
+	case c.net != nil:
 		cmd = c.net.command(nd.id, c.bin, args...)
 	}
 	cmd.Stdout, cmd.Stderr = lf, lf
@@ -129,15 +140,20 @@ func (nd *pnode) running() bool {
 }
 
 func (nd *pnode) signal(s syscall.Signal) {
-	if nd.running() {
-		nd.cmd.Process.Signal(s)
+	if !nd.running() {
+		return
 	}
+	if nd.dock != nil {
+		nd.dock.signal(nd.id, strconv.Itoa(int(s)))
+		return
+	}
+	nd.cmd.Process.Signal(s)
 }
 
 func (nd *pnode) kill() {
 	if nd.running() {
-		nd.cmd.Process.Signal(syscall.SIGCONT)
-		nd.cmd.Process.Kill()
+		nd.signal(syscall.SIGCONT)
+		nd.signal(syscall.SIGKILL)
 		<-nd.done
 	}
 }

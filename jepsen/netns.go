@@ -29,6 +29,9 @@ type netns struct {
 	prefix string // names start with it
 	subnet string // "10.213.S"
 	n      int
+	first  int // host part of node 1's address
+	// ipIn runs `ip args...` inside node i's network namespace.
+	ipIn func(i int, args ...string) error
 
 	mu  sync.Mutex
 	cut map[[2]int]bool // blackhole routes in place: [from, to] (1-based)
@@ -60,7 +63,8 @@ func newNetns(n int) (*netns, error) {
 		return nil, err
 	}
 	pid := os.Getpid()
-	x := &netns{prefix: fmt.Sprintf("rlj%d", pid%100000), subnet: fmt.Sprintf("10.213.%d", pid%250), n: n, cut: map[[2]int]bool{}}
+	x := &netns{prefix: fmt.Sprintf("rlj%d", pid%100000), subnet: fmt.Sprintf("10.213.%d", pid%250), n: n, first: 1, cut: map[[2]int]bool{}}
+	x.ipIn = func(i int, args ...string) error { return ipCmd(append([]string{"-n", x.ns(i)}, args...)...) }
 	sw := x.prefix + "-sw"
 	steps := [][]string{
 		{"netns", "add", sw},
@@ -94,7 +98,7 @@ func newNetns(n int) (*netns, error) {
 }
 
 func (x *netns) ns(i int) string   { return fmt.Sprintf("%s-n%d", x.prefix, i) }
-func (x *netns) addr(i int) string { return fmt.Sprintf("%s.%d", x.subnet, i) }
+func (x *netns) addr(i int) string { return fmt.Sprintf("%s.%d", x.subnet, x.first+i-1) }
 
 // command runs name with args inside node i's namespace. `ip netns exec`
 // replaces itself with the program, so the process is the node's.
@@ -118,7 +122,7 @@ func (x *netns) partition(sides ...[]int) error {
 			if a == b || side[a] == 0 || side[b] == 0 || side[a] == side[b] || x.cut[[2]int{a, b}] {
 				continue
 			}
-			if err := ipCmd("-n", x.ns(a), "route", "add", "blackhole", x.addr(b)+"/32"); err != nil {
+			if err := x.ipIn(a, "route", "add", "blackhole", x.addr(b)+"/32"); err != nil {
 				return err
 			}
 			x.cut[[2]int{a, b}] = true
@@ -133,7 +137,7 @@ func (x *netns) heal() error {
 	defer x.mu.Unlock()
 	var first error
 	for k := range x.cut {
-		if err := ipCmd("-n", x.ns(k[0]), "route", "del", "blackhole", x.addr(k[1])+"/32"); err != nil && first == nil {
+		if err := x.ipIn(k[0], "route", "del", "blackhole", x.addr(k[1])+"/32"); err != nil && first == nil {
 			first = err
 		}
 		delete(x.cut, k)
