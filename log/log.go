@@ -353,7 +353,7 @@ func (l *Log) roll(base int64) error {
 		l.werr = err
 		return err
 	}
-	l.logger.Debug("segment rolled", "dir", l.dir, "sealed", old.base, "size", old.size.Load(), "new", base)
+	l.logger.Info("segment rolled", "dir", l.dir, "sealed", old.base, "size", old.size.Load(), "new", base)
 	// Everything before base is fsynced now.
 	l.recoveryPoint = base
 	l.unflushedMsgs = 0

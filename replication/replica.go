@@ -674,12 +674,15 @@ func (r *Replica) watchLeadership() {
 		case isLeader := <-ch:
 			r.ready.Store(false)
 			if !isLeader {
+				r.logger.Info("leadership lost", "term", r.Term())
 				r.prod.dropPending(r.notLeader())
 				continue
 			}
+			r.logger.Info("leadership won", "term", r.Term())
 			go func() {
 				if err := r.raft.Barrier(applyTimeout).Error(); err == nil && r.raft.State() == raft.Leader {
 					r.ready.Store(true)
+					r.logger.Info("leader ready: every earlier entry applied", "term", r.Term())
 				}
 			}()
 		}
