@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/raftlog/raftlog/cluster"
+	"github.com/raftlog/raftlog/internal/freeport"
 	"github.com/raftlog/raftlog/replication"
 )
 
@@ -42,15 +42,15 @@ func (w *writer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// FreePort returns a loopback address with a port free right now.
+// FreePort returns a loopback address with a port free right now (see
+// internal/freeport).
 func FreePort(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return a
 }
 
 // Start starts n nodes (ids 1..n) that form one cluster, and waits until
