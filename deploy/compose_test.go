@@ -59,7 +59,8 @@ func TestComposeCluster(t *testing.T) {
 	t.Cleanup(func() { exec.Command("docker", "rmi", "-f", tag).Run() })
 	project := fmt.Sprintf("rltest%d", rand.IntN(1e9))
 	ports := []string{freePort(t), freePort(t), freePort(t)}
-	env := append(os.Environ(), "RAFTLOG_IMAGE="+tag, "RAFTLOG_PORT_1="+ports[0], "RAFTLOG_PORT_2="+ports[1], "RAFTLOG_PORT_3="+ports[2])
+	env := append(os.Environ(), "RAFTLOG_IMAGE="+tag, "RAFTLOG_PORT_1="+ports[0], "RAFTLOG_PORT_2="+ports[1], "RAFTLOG_PORT_3="+ports[2],
+		"RAFTLOG_HTTP_PORT_1="+freePort(t), "RAFTLOG_HTTP_PORT_2="+freePort(t), "RAFTLOG_HTTP_PORT_3="+freePort(t))
 	compose := func(args ...string) ([]byte, error) {
 		cmd := exec.Command("docker-compose", append([]string{"-p", project, "-f", "docker-compose.yml"}, args...)...)
 		cmd.Env = env
