@@ -3,12 +3,14 @@ package cluster_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/raftlog/raftlog/cluster"
 	"github.com/raftlog/raftlog/cluster/clustertest"
 	"github.com/raftlog/raftlog/log"
 	"github.com/raftlog/raftlog/replication"
@@ -249,5 +251,26 @@ func TestTopicRecreatedWhileNodeAway(t *testing.T) {
 	}
 	if strings.Contains(string(p), "OLD-") {
 		t.Fatal("the returning node's replica holds the deleted topic's data")
+	}
+}
+
+// TestJoinThroughOwnAlias: node 1's seed list names itself under another
+// name (as a StatefulSet's peer DNS names do) and node 2, which is not up
+// yet at node 1's first join and joins nobody itself. Reaching only
+// itself is no join: node 1 tries again and the cluster forms.
+func TestJoinThroughOwnAlias(t *testing.T) {
+	var gossip2 string
+	c := clustertest.StartWith(t, 2, nil, func(cfg *cluster.Config) {
+		switch cfg.NodeID {
+		case 1:
+			_, port, _ := net.SplitHostPort(cfg.GossipAddr)
+			gossip2 = cfg.Join[1]
+			cfg.Join = []string{"localhost:" + port, gossip2}
+		case 2:
+			cfg.Join = nil
+		}
+	})
+	if len(c.Nodes[0].Brokers()) != 2 || len(c.Nodes[1].Brokers()) != 2 {
+		t.Fatalf("members: %v and %v", c.Nodes[0].Brokers(), c.Nodes[1].Brokers())
 	}
 }

@@ -141,6 +141,9 @@ func (n *Node) startMembership() error {
 		mc.AdvertiseAddr = ah
 		mc.AdvertisePort, _ = strconv.Atoi(ap)
 	}
+	// A node that comes back at another address (a rescheduled pod) may
+	// take its name back once the old entry has been dead this long.
+	mc.DeadNodeReclaimTime = 30 * time.Second
 	mc.Delegate = delegate{n}
 	mc.Events = events{n}
 	mc.LogOutput = nil
@@ -161,7 +164,9 @@ func (n *Node) startMembership() error {
 	return nil
 }
 
-// joinLoop joins the seeds, retrying until one answers.
+// joinLoop joins the seeds, retrying until another node answers: a seed
+// list that names this node by another name (a DNS name of its own, as a
+// StatefulSet's peer list does) reaches only itself, which is no join.
 func (n *Node) joinLoop() {
 	defer n.wg.Done()
 	backoff := 100 * time.Millisecond
@@ -175,11 +180,11 @@ func (n *Node) joinLoop() {
 		if len(seeds) == 0 {
 			return
 		}
-		if _, err := n.ml.Join(seeds); err == nil {
+		if _, err := n.ml.Join(seeds); err == nil && n.ml.NumMembers() > 1 {
 			n.kickReconcile()
 			return
 		} else {
-			n.logger.Debug("join failed, retrying", "seeds", seeds, "error", err)
+			n.logger.Debug("join found no other node, retrying", "seeds", seeds, "error", err)
 		}
 		select {
 		case <-n.stop:

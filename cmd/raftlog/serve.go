@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -33,6 +34,7 @@ type serveFlags struct {
 	advertisedRaft   string
 	gossipAddr       string
 	advertisedGossip string
+	advertisedHTTP   string
 	httpAddr         string
 	join             string
 	rack             string
@@ -62,6 +64,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.gossipAddr, "gossip-addr", "127.0.0.1:9292", "memberlist gossip bind address")
 	fs.StringVar(&f.advertisedGossip, "advertised-gossip-addr", "", "address peers reach gossip at (default: --gossip-addr)")
 	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:9392", "HTTP address of /healthz, /readyz, /metrics and /v1/status")
+	fs.StringVar(&f.advertisedHTTP, "advertised-http-addr", "", "address tools reach the HTTP listener at, gossiped to the other nodes for `cluster status` (default: --http-addr)")
 	fs.StringVar(&f.join, "join", "", "comma-separated gossip addresses of nodes to join")
 	fs.StringVar(&f.rack, "rack", "", "rack (replicas are spread over racks)")
 	fs.StringVar(&f.bootIDFile, "boot-id-file", "/proc/sys/kernel/random/boot_id", "file holding the kernel boot id (the vote guard reads it)")
@@ -182,7 +185,7 @@ func startNode(f serveFlags, logger hclog.Logger, local bool) (*runningNode, err
 	cfg := cluster.Config{
 		NodeID: int32(f.nodeID), DataDir: f.dataDir, AdvertisedKafkaAddr: adv,
 		RaftAddr: f.raftAddr, AdvertisedRaftAddr: f.advertisedRaft,
-		GossipAddr: f.gossipAddr, AdvertisedGossip: f.advertisedGossip, HTTPAddr: f.httpAddr,
+		GossipAddr: f.gossipAddr, AdvertisedGossip: f.advertisedGossip, HTTPAddr: cmp.Or(f.advertisedHTTP, f.httpAddr),
 		Join: join, Rack: f.rack, BootID: readBootID(f.bootIDFile),
 		ControllerVoters: f.controllerVoters, ExpectNodes: f.expectNodes,
 		DefaultPartitions: int32(f.partitions), DefaultReplication: int16(f.replication),
