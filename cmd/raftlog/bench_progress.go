@@ -45,9 +45,11 @@ func (b *benchBar) update(records, bytes int64) {
 	}
 	s := max(el.Seconds(), 1e-3)
 	b.bar.Describe(fmt.Sprintf("%s %d records, %.0f records/s, %.1f MB/s", b.kind, records, float64(records)/s, float64(bytes)/1e6/s))
-	b.bar.Set(int(min(frac, 1) * benchBarMax))
+	// Only finish() fills the bar: a full bar stops rendering.
+	b.bar.Set(int(min(frac, 0.999) * benchBarMax))
 }
 
+// finish shows the full bar with the last counts and ends its line.
 func (b *benchBar) finish() {
 	b.bar.Finish()
 	fmt.Fprintln(b.w)
