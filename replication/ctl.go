@@ -228,10 +228,12 @@ func (r *Replica) rejoinLoop() {
 	}
 }
 
-// checkAllGated asks every voter for its status; when all answer and all
-// are gated with no leader, the most complete log (highest last term, then
-// index, then server id) may be elected: that replica releases itself and
-// the others accept its votes only.
+// checkAllGated asks every voter for its status; when all answer, none
+// has a leader and the voters the guard does not hold back are no quorum
+// (every voter gated, or all but a minority), the most complete log
+// (highest last term, then index, then server id) may be elected: that
+// replica releases itself if it is gated, and the gated others accept its
+// votes only.
 func (r *Replica) checkAllGated() {
 	conf, err := r.Configuration()
 	if err != nil {
@@ -248,12 +250,27 @@ func (r *Replica) checkAllGated() {
 		} else if st, err = r.callCtl(s.Address, ctlRequest{Op: "status"}); err != nil {
 			return // not all reachable: wait (or an operator decides)
 		}
-		if !(st.Gated || st.Recovered) || st.HasLeader {
+		if st.HasLeader {
 			return
 		}
 		sts = append(sts, st)
 	}
 	if len(sts) == 0 {
+		return
+	}
+	// The voters that may vote as they like (never gated, or released as
+	// an earlier recovery's most complete log): while they are a quorum
+	// they elect a leader and the gated ones catch up from it. When they
+	// are not (two of three lost power one after the other before the
+	// first caught up), nothing can be elected: the most complete log of
+	// all the voters must lead, as when every voter is gated.
+	free := 0
+	for _, st := range sts {
+		if !st.Gated || st.Recovered {
+			free++
+		}
+	}
+	if free > len(sts)/2 {
 		return
 	}
 	sort.Slice(sts, func(i, j int) bool {
@@ -272,7 +289,7 @@ func (r *Replica) checkAllGated() {
 		maxEnd = max(maxEnd, s.EndOffset)
 	}
 	if best.Server == string(r.serverID) {
-		r.logger.Error("vote guard: every voter lost power; electing the most complete log. Writes acknowledged past it may be lost",
+		r.logger.Error("vote guard: too few voters kept their logs to elect; electing the most complete log. Writes acknowledged past it may be lost",
 			"last_index", best.LastIndex, "last_term", best.LastTerm, "log_end", best.EndOffset, "largest_log_end_seen", maxEnd)
 		r.recovered.Store(true)
 		r.setGated(false, "every voter gated: this replica holds the most complete log")
@@ -280,7 +297,7 @@ func (r *Replica) checkAllGated() {
 	}
 	id := raft.ServerID(best.Server)
 	if a := r.guard.allowed.Load(); a == nil || *a != id {
-		r.logger.Warn("vote guard: every voter lost power; will vote for the most complete log", "candidate", best.Server,
+		r.logger.Warn("vote guard: too few voters kept their logs to elect; will vote for the most complete log", "candidate", best.Server,
 			"last_index", best.LastIndex, "last_term", best.LastTerm)
 		r.guard.allowed.Store(&id)
 	}

@@ -216,3 +216,50 @@ func TestAcceptDataLoss(t *testing.T) {
 	g.start(gone)
 	g.checkConverged(a)
 }
+
+// TestTwoOfThreeLostPowerInTurn: a follower is cut off, the leader's
+// process dies, the other follower loses power and the cut-off one too:
+// two of three voters come back gated and the one that kept its log
+// cannot win an election alone. The voters the guard holds back are no
+// quorum, so the most complete log (the replica that never lost power)
+// is elected, everything acknowledged is kept, and the others catch up.
+func TestTwoOfThreeLostPowerInTurn(t *testing.T) {
+	g := newTestGroup(t, 3)
+	a := acked{}
+	L := g.leader()
+	g.produce(L, a, 0, 10)
+	g.checkConverged(a)
+	var F1, F2 *tnode
+	for _, nd := range g.nodes {
+		if nd != L {
+			if F1 == nil {
+				F1 = nd
+			} else {
+				F2 = nd
+			}
+		}
+	}
+	g.net.Isolate(F2.addr, g.addrs())
+	g.produce(L, a, 10, 10) // committed on L and F1
+	// The leader's process dies (its disk keeps everything: no power
+	// loss), F1 loses power, and F2, still cut off, too.
+	g.kill(L)
+	g.powerLoss(F1, vfs.CrashOptions{})
+	g.powerLoss(F2, vfs.CrashOptions{})
+	g.net.Heal()
+	for _, nd := range g.nodes {
+		g.start(nd)
+	}
+	if !F1.rep.Gated() || !F2.rep.Gated() {
+		t.Fatalf("gated after the power losses: %s %v, %s %v", F1.name, F1.rep.Gated(), F2.name, F2.rep.Gated())
+	}
+	if ld := g.leader(); ld != L {
+		t.Fatalf("%s was elected, the most complete log is %s's", ld.name, L.name)
+	}
+	g.produceTo(a, 20, 5)
+	for _, nd := range []*tnode{F1, F2} {
+		nd := nd
+		waitFor(t, nd.name+" to catch up and be released", 20*time.Second, func() bool { return !nd.rep.Gated() })
+	}
+	g.checkConverged(a)
+}
