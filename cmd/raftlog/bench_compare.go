@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/raftlog/raftlog/bench"
+	"github.com/raftlog/raftlog/internal/freeport"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"gonum.org/v1/plot/vg"
 )
@@ -436,15 +436,10 @@ func startBenchCluster(ctx context.Context, n int, dir string, logger hclog.Logg
 	return boot, stop, nil
 }
 
-// loopbackAddr is a loopback address whose port was free a moment ago.
-func loopbackAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
+// loopbackAddr is a loopback address whose port is free for TCP and UDP
+// and below the ephemeral range (internal/freeport: a listen on port 0
+// would hand out the ports outgoing connections take next).
+func loopbackAddr() (string, error) { return freeport.Addr() }
 
 // ratio is a/b, or 0 when b is 0.
 func ratio(a, b float64) float64 {
