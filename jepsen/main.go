@@ -215,6 +215,7 @@ func run(cfg runConfig) (Result, error) {
 	start := time.Now()
 	since := func() float64 { return time.Since(start).Seconds() }
 	var mu sync.Mutex
+	frozen := false // set when the check starts: late answers are not recorded
 	var writes []Write
 	var reads []Read
 	stop := make(chan struct{})
@@ -251,7 +252,9 @@ func run(cfg runConfig) (Result, error) {
 					w.Err = err.Error()
 				}
 				mu.Lock()
-				writes = append(writes, w)
+				if !frozen {
+					writes = append(writes, w)
+				}
 				mu.Unlock()
 			}
 		}(p)
@@ -288,7 +291,9 @@ func run(cfg runConfig) (Result, error) {
 				batch = append(batch, Read{Reader: 0, Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})
 			})
 			mu.Lock()
-			reads = append(reads, batch...)
+			if !frozen {
+				reads = append(reads, batch...)
+			}
 			mu.Unlock()
 		}
 	}()
@@ -324,7 +329,18 @@ func run(cfg runConfig) (Result, error) {
 	}
 	time.Sleep(3 * time.Second) // the workload runs on healthy nodes for a moment before it stops
 	close(stop)
-	wg.Wait()
+	stopped := make(chan struct{})
+	go func() { wg.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(2 * time.Minute):
+		// A client stuck in a call must not hold the run forever: its
+		// open operation stays unacknowledged and the check goes on.
+		say("workload: some clients did not stop within 2 minutes; checking what was recorded")
+	}
+	mu.Lock()
+	frozen = true
+	mu.Unlock()
 	say("workload stopped: %d attempts", len(writes))
 	for i := range faults {
 		faults[i].Recovery = -1
