@@ -356,7 +356,10 @@ func readFrame(r io.Reader, maxBytes int) ([]byte, error) {
 	if n <= 0 || n > int64(maxBytes) {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", errFrameSize, n, maxBytes)
 	}
-	const chunk = 1 << 20
+	// Up to 8 MiB the whole frame is allocated at once and read once; a
+	// larger claimed size grows by doubling as bytes arrive, so a peer
+	// cannot make the node allocate what it never sends.
+	const chunk = 8 << 20
 	buf := make([]byte, min(n, chunk))
 	for have := 0; ; {
 		m, err := io.ReadFull(r, buf[have:])
