@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -557,7 +558,7 @@ func (c *pcluster) addSpare(rng *rand.Rand) (string, error) {
 	ps := td[topic].Partitions.Sorted()
 	var cands []kadm.PartitionDetail
 	for _, p := range ps {
-		if _, moved := c.moved[p.Partition]; !moved && !slicesContains(p.Replicas, int32(sp.id)) {
+		if _, moved := c.moved[p.Partition]; !moved && !slices.Contains(p.Replicas, int32(sp.id)) {
 			cands = append(cands, p)
 		}
 	}
@@ -636,21 +637,12 @@ func (c *pcluster) reassign(ctx context.Context, adm *kadm.Client, p int32, repl
 	}
 }
 
-func slicesContains(s []int32, v int32) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
 func sameSet(a, b []int32) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for _, x := range a {
-		if !slicesContains(b, x) {
+		if !slices.Contains(b, x) {
 			return false
 		}
 	}

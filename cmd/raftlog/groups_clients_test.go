@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -79,33 +80,29 @@ func waitGroupAtEnd(t *testing.T, c *testCluster, group, topic string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
+	eventually(t, 60*time.Second, func() error {
 		fetched, err := adm.FetchOffsets(ctx, group)
-		done := err == nil
+		if err != nil {
+			return err
+		}
+		var behind error
 		ends.Each(func(o kadm.ListedOffset) {
 			if cm, ok := fetched.Lookup(topic, o.Partition); !ok || cm.At != o.Offset {
-				done = false
+				behind = fmt.Errorf("group %s: %s/%d committed %d, end %d", group, topic, o.Partition, cm.At, o.Offset)
 			}
 		})
-		if done {
-			return
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("group %s did not commit to the end of %s: %v", group, topic, err)
-		}
-		time.Sleep(50 * time.Millisecond) // polling a condition with a deadline
-	}
+		return behind
+	})
 }
 
 func waitTally(t *testing.T, tl *tally, from, to int) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !tl.covers(from, to) {
-		if time.Now().After(deadline) {
-			t.Fatalf("values %d..%d not all consumed", from, to)
+	eventually(t, 60*time.Second, func() error {
+		if !tl.covers(from, to) {
+			return fmt.Errorf("values %d..%d not all consumed", from, to)
 		}
-		time.Sleep(50 * time.Millisecond) // polling a condition with a deadline
-	}
+		return nil
+	})
 }
 
 type saramaMember struct{ tl *tally }
