@@ -431,18 +431,45 @@ func (r *Replica) notLeader() error {
 // batch is handed to Raft, with offset -1. batch is rewritten in place
 // (baseOffset, partitionLeaderEpoch) and must not be reused.
 func (r *Replica) Append(ctx context.Context, batch []byte, acks int) (int64, error) {
-	size, err := log.ValidateBatch(batch, r.log.Config().MaxBatchBytes)
+	p, err := r.StartAppend(ctx, batch, acks)
 	if err != nil {
 		return -1, err
 	}
+	return p.Wait()
+}
+
+// PendingAppend is a batch StartAppend handed to Raft; Wait returns its
+// outcome.
+type PendingAppend struct {
+	ctx context.Context
+	r   *Replica
+	// One of: dup, a retry of a batch already written or in flight;
+	// f, the batch's own Raft entry; neither, acks=0 (offset -1).
+	dup *seqRange
+	f   raft.ApplyFuture
+	reg *seqRange // the producer-state entry f settles, nil if none
+	pid int64
+}
+
+// StartAppend is the first half of Append: it checks the batch and the
+// producer's sequence and hands the batch to Raft, in the order of the
+// calls, and returns without waiting for the commit. Wait, called from
+// any goroutine, is the second half. A caller can so keep several
+// appends of one producer in flight (Produce requests pipelined on a
+// connection) and still have them written in the order it started them.
+func (r *Replica) StartAppend(ctx context.Context, batch []byte, acks int) (*PendingAppend, error) {
+	size, err := log.ValidateBatch(batch, r.log.Config().MaxBatchBytes)
+	if err != nil {
+		return nil, err
+	}
 	if size != len(batch) {
-		return -1, fmt.Errorf("replication: %w: %d bytes after the batch", log.ErrCorruptBatch, len(batch)-size)
+		return nil, fmt.Errorf("replication: %w: %d bytes after the batch", log.ErrCorruptBatch, len(batch)-size)
 	}
 	if log.Batch(batch).IsControl() {
-		return -1, fmt.Errorf("replication: %w: producers may not write control batches", log.ErrCorruptBatch)
+		return nil, fmt.Errorf("replication: %w: producers may not write control batches", log.ErrCorruptBatch)
 	}
 	if r.raft.State() != raft.Leader {
-		return -1, r.notLeader()
+		return nil, r.notLeader()
 	}
 	timeout := applyTimeout
 	if dl, ok := ctx.Deadline(); ok {
@@ -453,45 +480,59 @@ func (r *Replica) Append(ctx context.Context, batch []byte, acks int) (int64, er
 	dup, reg, err := r.prod.check(b)
 	if err != nil {
 		r.appendMu.Unlock()
-		return -1, err
+		return nil, err
 	}
 	if dup != nil {
 		r.appendMu.Unlock()
-		// A retry of a batch already written (or in flight): its offset.
-		if dup.done != nil {
-			select {
-			case <-dup.done:
-			case <-ctx.Done():
-				return -1, ctx.Err()
-			}
-		}
-		if dup.err != nil {
-			return -1, r.notLeader()
-		}
-		return dup.offset, nil
+		return &PendingAppend{ctx: ctx, r: r, dup: dup}, nil
 	}
 	f := r.raft.Apply(batch, timeout)
 	r.appendMu.Unlock()
+	pid := b.ProducerID()
 	if acks == AcksNone {
 		if reg != nil {
 			go func() {
 				if err := f.Error(); err != nil {
-					r.prod.fail(reg, b.ProducerID(), err)
+					r.prod.fail(reg, pid, err)
 				}
 			}()
 		}
+		return &PendingAppend{ctx: ctx, r: r}, nil
+	}
+	return &PendingAppend{ctx: ctx, r: r, f: f, reg: reg, pid: pid}, nil
+}
+
+// Wait blocks until the batch is committed on a quorum (acks 1 and -1)
+// and returns its base offset; -1 at once for acks=0.
+func (p *PendingAppend) Wait() (int64, error) {
+	r := p.r
+	if p.dup != nil {
+		// A retry of a batch already written (or in flight): its offset.
+		if p.dup.done != nil {
+			select {
+			case <-p.dup.done:
+			case <-p.ctx.Done():
+				return -1, p.ctx.Err()
+			}
+		}
+		if p.dup.err != nil {
+			return -1, r.notLeader()
+		}
+		return p.dup.offset, nil
+	}
+	if p.f == nil {
 		return -1, nil
 	}
-	if err := f.Error(); err != nil {
-		if reg != nil {
-			r.prod.fail(reg, b.ProducerID(), err)
+	if err := p.f.Error(); err != nil {
+		if p.reg != nil {
+			r.prod.fail(p.reg, p.pid, err)
 		}
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
 			return -1, r.notLeader()
 		}
 		return -1, err
 	}
-	switch res := f.Response().(type) {
+	switch res := p.f.Response().(type) {
 	case AppliedEntry:
 		return res.BaseOffset, nil
 	case error:

@@ -20,8 +20,11 @@ import (
 // Partition.Append, stopping at the first error. The answer is the base
 // offset of the first batch, log append time -1 (CreateTime only) and the
 // log start offset (v5+). Partitions of one request are appended
-// concurrently; requests of one connection are served one after another,
-// so the order of a producer's batches on a partition is kept.
+// concurrently. Requests of one connection are started one after another,
+// so the order of a producer's batches on a partition is kept; on a
+// PipelinedPartition, a request's single-batch appends are only started,
+// and the connection goes on to the next Produce request while they
+// commit (see Server).
 //
 // Errors: NOT_LEADER_OR_FOLLOWER and UNKNOWN_TOPIC_OR_PARTITION from the
 // broker; CORRUPT_MESSAGE for bad batches (magic other than 2 included);
@@ -46,7 +49,12 @@ func (s *Server) produce(c *call, req *kmsg.ProduceRequest) (kmsg.Response, erro
 	}
 
 	ctx, cancel := timeoutCtx(c.ctx, req.TimeoutMillis)
-	defer cancel()
+	pipelined := false
+	defer func() {
+		if !pipelined {
+			cancel()
+		}
+	}()
 
 	// One job per topic-partition; a partition named twice is appended in
 	// request order by one job.
@@ -55,6 +63,10 @@ func (s *Server) produce(c *call, req *kmsg.ProduceRequest) (kmsg.Response, erro
 		partition int32
 		entries   []*kmsg.ProduceResponseTopicPartition
 		records   [][]byte
+		// Set when the job's one batch was started on a
+		// PipelinedPartition and waits to be committed.
+		p    Partition
+		wait func() (int64, error)
 	}
 	var (
 		jobs  []*job
@@ -89,8 +101,27 @@ func (s *Server) produce(c *call, req *kmsg.ProduceRequest) (kmsg.Response, erro
 		}
 	}
 
+	failed := func(jb *job, sp *kmsg.ProduceResponseTopicPartition, err error) {
+		s.logger.Debug("produce failed", "topic", jb.topic, "partition", jb.partition, "client_id", c.clientID, "error", err)
+		sp.ErrorCode = s.code(err)
+	}
 	run := func(jb *job) {
 		p, err := s.b.Partition(jb.topic, jb.partition)
+		if pp, ok := p.(PipelinedPartition); ok && err == nil && len(jb.entries) == 1 && req.Acks != 0 {
+			// The common case: one batch for the partition. Its append is
+			// started here, in request order, and waited for after the
+			// request's other partitions are started (and, on the
+			// connection, while the next requests are started).
+			if batches, berr := splitBatches(jb.records[0]); berr == nil && len(batches) == 1 {
+				wait, serr := pp.StartAppend(ctx, batches[0], int(req.Acks))
+				if serr != nil {
+					failed(jb, jb.entries[0], serr)
+					return
+				}
+				jb.p, jb.wait = p, wait
+				return
+			}
+		}
 		for i, sp := range jb.entries {
 			if err != nil {
 				sp.ErrorCode = s.code(err)
@@ -98,8 +129,7 @@ func (s *Server) produce(c *call, req *kmsg.ProduceRequest) (kmsg.Response, erro
 			}
 			base, perr := s.appendRecords(ctx, p, jb.records[i], int(req.Acks))
 			if perr != nil {
-				s.logger.Debug("produce failed", "topic", jb.topic, "partition", jb.partition, "client_id", c.clientID, "error", perr)
-				sp.ErrorCode = s.code(perr)
+				failed(jb, sp, perr)
 				continue
 			}
 			sp.BaseOffset = base
@@ -107,6 +137,32 @@ func (s *Server) produce(c *call, req *kmsg.ProduceRequest) (kmsg.Response, erro
 		}
 	}
 	parallel(jobs, run)
+
+	var waiting []*job
+	for _, jb := range jobs {
+		if jb.wait != nil {
+			waiting = append(waiting, jb)
+		}
+	}
+	if len(waiting) > 0 {
+		// The connection answers this request once c.wait returns, and
+		// meanwhile serves the Produce requests behind it.
+		pipelined = true
+		c.wait = func() {
+			defer cancel()
+			for _, jb := range waiting {
+				sp := jb.entries[0]
+				base, err := jb.wait()
+				if err != nil {
+					failed(jb, sp, err)
+					continue
+				}
+				sp.BaseOffset = base
+				sp.LogStartOffset = jb.p.LogStartOffset()
+			}
+		}
+		return resp, nil
+	}
 
 	if req.Acks == 0 {
 		for _, rt := range resp.Topics {

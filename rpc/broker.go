@@ -89,6 +89,17 @@ type Partition interface {
 	DeleteRecords(ctx context.Context, offset int64) (int64, error)
 }
 
+// PipelinedPartition is a Partition that splits Append in two, so that
+// several Produce requests of one connection can be in flight at once and
+// still be appended in the order they arrived (as Redpanda pipelines
+// them). StartAppend does the ordered part (checks, producer sequence,
+// hand-off to replication) and returns without waiting for the commit;
+// wait, called once from any goroutine, returns what Append would have.
+type PipelinedPartition interface {
+	Partition
+	StartAppend(ctx context.Context, batch []byte, acks int) (wait func() (baseOffset int64, err error), err error)
+}
+
 // BrokerInfo describes a live broker.
 type BrokerInfo struct {
 	NodeID int32

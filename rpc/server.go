@@ -80,10 +80,16 @@ func WithMaxInFlight(n int) Option {
 // Server serves the Kafka protocol against a Broker.
 //
 // Each connection has a reader goroutine that reads ahead up to
-// MaxInFlight requests and a goroutine that serves them one at a time, in
-// order, writing each response before serving the next request (as Kafka
-// does per connection; a long-poll Fetch therefore delays the requests
-// behind it on the same connection only). Connections are independent.
+// MaxInFlight requests and a goroutine that serves them in order and
+// writes the responses in the same order. Requests are served one at a
+// time, each answered before the next is served (as Kafka does per
+// connection; a long-poll Fetch therefore delays the requests behind it
+// on the same connection only), with one exception: Produce requests are
+// pipelined. A Produce request's appends are started in order, and while
+// they commit the next Produce requests are started too, so a producer's
+// in-flight requests share Raft's replication rounds; any other request
+// waits until every request before it is answered. Connections are
+// independent.
 type Server struct {
 	b               Broker
 	logger          hclog.Logger
@@ -246,6 +252,12 @@ type call struct {
 	served       bool
 	req          kmsg.Request
 	resp         kmsg.Response
+
+	// corr is the request's correlation id. wait, set by a handler that
+	// started its work and left it running, finishes the work and c.resp;
+	// the response is encoded and written once it returns.
+	corr int32
+	wait func()
 }
 
 func (s *Server) serveConn(nc net.Conn) {
@@ -308,24 +320,31 @@ func (s *Server) serveConn(nc net.Conn) {
 		}
 	}()
 
-	var out []byte
-	for f := range frames {
-		c := &call{ctx: s.ctx, poll: poll, host: host, start: f.at}
-		resp, err := s.handle(c, f.body, out[:0])
-		if err != nil {
-			s.logger.Info("closing connection", "remote", remote, "client_id", c.clientID, "error", err)
-			return
+	var (
+		out   []byte     // the last response's buffer, reused
+		queue []*pending // requests read and not answered yet, in order
+	)
+	// reply writes p's response (if any) and releases its slot; false
+	// when the connection must close.
+	reply := func(p *pending) bool {
+		defer func() { <-slots }()
+		if p.failed {
+			return false
+		}
+		resp := p.resp
+		if p.c.wait != nil && p.c.resp != nil {
+			resp = appendResponse(out[:0], p.c.corr, p.c.resp)
 		}
 		var werr error
 		if resp != nil {
 			_, werr = nc.Write(resp)
 		}
-		if s.observer != nil && c.served {
-			s.observe(c, 4+len(f.body), len(resp))
+		if s.observer != nil && p.c.served {
+			s.observe(p.c, p.size, len(resp))
 		}
 		if werr != nil {
 			s.logger.Debug("write failed; closing connection", "remote", remote, "error", werr)
-			return
+			return false
 		}
 		if resp != nil {
 			out = resp
@@ -333,8 +352,94 @@ func (s *Server) serveConn(nc net.Conn) {
 				out = nil // do not pin a large fetch response's buffer
 			}
 		}
-		<-slots
+		return true
 	}
+	// drain answers every queued request, waiting for each.
+	drain := func() bool {
+		for len(queue) > 0 {
+			p := queue[0]
+			queue = queue[1:]
+			<-p.done
+			if !reply(p) {
+				return false
+			}
+		}
+		return true
+	}
+
+	for {
+		var head <-chan struct{}
+		if len(queue) > 0 {
+			head = queue[0].done
+		}
+		select {
+		case <-head:
+			p := queue[0]
+			queue = queue[1:]
+			if !reply(p) {
+				return
+			}
+			continue
+		case f, ok := <-frames:
+			if !ok {
+				drain()
+				return
+			}
+			if len(queue) > 0 && !isProduce(f.body) {
+				// Only Produce requests overlap; anything else is served
+				// after every request before it is answered, as Kafka
+				// serves a connection.
+				if !drain() {
+					return
+				}
+			}
+			c := &call{ctx: s.ctx, poll: poll, host: host, start: f.at}
+			dst := out[:0]
+			if len(queue) > 0 {
+				dst = nil // out may still be waiting to be written
+			}
+			resp, err := s.handle(c, f.body, dst)
+			if err != nil {
+				s.logger.Info("closing connection", "remote", remote, "client_id", c.clientID, "error", err)
+				drain()
+				return
+			}
+			p := &pending{c: c, size: 4 + len(f.body), resp: resp, done: answered}
+			if c.wait != nil {
+				p.done = make(chan struct{})
+				go func() {
+					defer close(p.done)
+					defer func() {
+						if v := recover(); v != nil {
+							s.logger.Error("panic serving a request; closing the connection", "remote", remote, "panic", v)
+							p.failed = true
+						}
+					}()
+					c.wait()
+				}()
+			}
+			queue = append(queue, p)
+		}
+	}
+}
+
+// pending is a request read from a connection and not answered yet.
+type pending struct {
+	c    *call
+	size int    // the request's bytes, size prefix included
+	resp []byte // the encoded response of a request served at once
+	// done is closed when c.wait has returned (answered when there is
+	// no c.wait); failed says it panicked.
+	done   chan struct{}
+	failed bool
+}
+
+// answered is a closed channel: the done of a request served at once.
+var answered = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// isProduce reports whether the request frame body is a Produce request.
+func isProduce(body []byte) bool {
+	return len(body) >= 2 && binary.BigEndian.Uint16(body) == 0
 }
 
 type frame struct {
@@ -433,11 +538,14 @@ func (s *Server) handle(c *call, req []byte, dst []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s v%d: %w", kmsg.NameForKey(key), version, err)
 	}
-	c.served, c.req = true, kreq
+	c.served, c.req, c.corr = true, kreq, corr
 	if resp == nil {
 		return nil, nil
 	}
 	c.resp = resp
+	if c.wait != nil {
+		return nil, nil // encoded once c.wait returns
+	}
 	return appendResponse(dst, corr, resp), nil
 }
 

@@ -137,7 +137,10 @@ func (b broker) InitProducerID(ctx context.Context, transactionalID *string, pro
 	return b.n.InitProducerID(ctx, producerID, epoch)
 }
 
-var _ rpc.GroupBroker = broker{}
+var (
+	_ rpc.GroupBroker        = broker{}
+	_ rpc.PipelinedPartition = partition{}
+)
 
 // The group coordinator of every group is the controller's leader: the
 // committed offsets are controller commands.
@@ -177,19 +180,37 @@ type partition struct{ r *replication.Replica }
 
 func (p partition) Append(ctx context.Context, batch []byte, acks int) (int64, error) {
 	off, err := p.r.Append(ctx, batch, acks)
+	return off, appendError(err)
+}
+
+// StartAppend makes partition an rpc.PipelinedPartition.
+func (p partition) StartAppend(ctx context.Context, batch []byte, acks int) (func() (int64, error), error) {
+	pa, err := p.r.StartAppend(ctx, batch, acks)
+	if err != nil {
+		return nil, appendError(err)
+	}
+	return func() (int64, error) {
+		off, err := pa.Wait()
+		return off, appendError(err)
+	}, nil
+}
+
+// appendError maps an append's error to the Kafka error the producer must
+// see.
+func appendError(err error) error {
 	switch {
 	case err == nil:
-		return off, nil
+		return nil
 	case errors.As(err, new(*replication.NotLeaderError)):
-		return -1, kerr.NotLeaderForPartition
+		return kerr.NotLeaderForPartition
 	case errors.Is(err, replication.ErrOutOfOrderSequence):
-		return -1, fmt.Errorf("%w: %v", kerr.OutOfOrderSequenceNumber, err)
+		return fmt.Errorf("%w: %v", kerr.OutOfOrderSequenceNumber, err)
 	case errors.Is(err, replication.ErrProducerFenced):
-		return -1, fmt.Errorf("%w: %v", kerr.InvalidProducerEpoch, err)
+		return fmt.Errorf("%w: %v", kerr.InvalidProducerEpoch, err)
 	case errors.Is(err, replication.ErrDuplicateSequence):
-		return -1, fmt.Errorf("%w: %v", kerr.DuplicateSequenceNumber, err)
+		return fmt.Errorf("%w: %v", kerr.DuplicateSequenceNumber, err)
 	}
-	return -1, retriable(err)
+	return retriable(err)
 }
 
 // retriable maps the errors of a replica going away (topic deleted, node

@@ -1,0 +1,169 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// gateBroker's partitions are PipelinedPartitions whose appends are
+// written at StartAppend and acknowledged only once the gate opens; it
+// records the order of starts, acknowledgements and Metadata requests.
+type gateBroker struct {
+	*memBroker
+	gate chan struct{}
+
+	mu     sync.Mutex
+	events []string
+}
+
+func (b *gateBroker) event(e string) {
+	b.mu.Lock()
+	b.events = append(b.events, e)
+	b.mu.Unlock()
+}
+
+func (b *gateBroker) count(prefix string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, e := range b.events {
+		if len(e) >= len(prefix) && e[:len(prefix)] == prefix {
+			n++
+		}
+	}
+	return n
+}
+
+func (b *gateBroker) Topics(names []string) []TopicInfo {
+	b.event("metadata")
+	return b.memBroker.Topics(names)
+}
+
+func (b *gateBroker) Partition(topic string, partition int32) (Partition, error) {
+	p, err := b.memBroker.part(topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	return gatePart{memPart: p, b: b}, nil
+}
+
+type gatePart struct {
+	*memPart
+	b *gateBroker
+}
+
+func (p gatePart) StartAppend(ctx context.Context, batch []byte, acks int) (func() (int64, error), error) {
+	off, err := p.memPart.Append(ctx, batch, acks)
+	if err != nil {
+		return nil, err
+	}
+	p.b.event(fmt.Sprintf("start %d", off))
+	return func() (int64, error) {
+		<-p.b.gate
+		p.b.event(fmt.Sprintf("ack %d", off))
+		return off, nil
+	}, nil
+}
+
+// TestProducePipelined: Produce requests behind one whose appends wait
+// for their commit are started before it is answered, in request order;
+// a Metadata request behind them is served only once they are all
+// answered; and every answer comes in request order.
+func TestProducePipelined(t *testing.T) {
+	b := &gateBroker{memBroker: newMemBroker(t), gate: make(chan struct{})}
+	if err := b.CreateTopic(testCtx(t), "pipe", 1, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	_, addr := startServer(t, b, WithMaxInFlight(8))
+	r := dialRaw(t, addr)
+
+	produce := func(i int) *kmsg.ProduceRequest {
+		req := kmsg.NewPtrProduceRequest()
+		req.SetVersion(9)
+		req.Acks, req.TimeoutMillis = -1, 10000
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = testBatch(1, fmt.Sprintf("p%d", i), time.Now().UnixMilli())
+		req.Topics = []kmsg.ProduceRequestTopic{{Topic: "pipe", Partitions: []kmsg.ProduceRequestTopicPartition{rp}}}
+		return req
+	}
+	md := kmsg.NewPtrMetadataRequest()
+	md.SetVersion(12)
+	reqs := []kmsg.Request{produce(0), produce(1), produce(2), md, produce(3)}
+	corrs := make([]int32, len(reqs))
+	for i, req := range reqs {
+		corrs[i] = r.write(req)
+	}
+	// The three first are started while none is acknowledged.
+	waitFor(t, "three produce requests started", func() bool { return b.count("start") == 3 })
+	if n := b.count("ack"); n != 0 {
+		t.Fatalf("%d acknowledged before the gate opened", n)
+	}
+	close(b.gate)
+	for i, req := range reqs {
+		resp := r.read(req, corrs[i], req.GetVersion())
+		if pr, ok := resp.(*kmsg.ProduceResponse); ok {
+			sp := pr.Topics[0].Partitions[0]
+			want := int64(i)
+			if i == 4 {
+				want = 3
+			}
+			if sp.ErrorCode != 0 || sp.BaseOffset != want {
+				t.Fatalf("request %d: error %d offset %d, want offset %d", i, sp.ErrorCode, sp.BaseOffset, want)
+			}
+		}
+	}
+	b.mu.Lock()
+	events := slices.Clone(b.events)
+	b.mu.Unlock()
+	mdAt := slices.Index(events, "metadata")
+	for _, e := range []string{"ack 0", "ack 1", "ack 2"} {
+		if at := slices.Index(events, e); at < 0 || at > mdAt {
+			t.Fatalf("events %q: Metadata served before %q", events, e)
+		}
+	}
+	if at := slices.Index(events, "start 3"); at < mdAt {
+		t.Fatalf("events %q: the Produce request behind Metadata started before it", events)
+	}
+}
+
+// TestProducePipelinedPanic: a panic while a pipelined request waits for
+// its commit closes the connection, not the node.
+func TestProducePipelinedPanic(t *testing.T) {
+	b := &panicWaitBroker{memBroker: newMemBroker(t)}
+	if err := b.CreateTopic(testCtx(t), "pipe", 1, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	_, addr := startServer(t, b)
+	r := dialRaw(t, addr)
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(9)
+	req.Acks, req.TimeoutMillis = -1, 10000
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = testBatch(1, "x", time.Now().UnixMilli())
+	req.Topics = []kmsg.ProduceRequestTopic{{Topic: "pipe", Partitions: []kmsg.ProduceRequestTopicPartition{rp}}}
+	r.write(req)
+	r.expectClosed()
+	expectGoodConn(t, addr)
+}
+
+type panicWaitBroker struct{ *memBroker }
+
+func (b *panicWaitBroker) Partition(topic string, partition int32) (Partition, error) {
+	p, err := b.memBroker.part(topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	return panicWaitPart{p}, nil
+}
+
+type panicWaitPart struct{ *memPart }
+
+func (p panicWaitPart) StartAppend(context.Context, []byte, int) (func() (int64, error), error) {
+	return func() (int64, error) { panic("boom wait") }, nil
+}
