@@ -24,8 +24,15 @@ import (
 //
 // Stream handshake (frozen):
 //
-//	4 bytes  magic "RLMX"
-//	uvarint  length of the group name, then the name
+//	dialer → 4 bytes  magic "RLMX"
+//	         uvarint  length of the group name, then the name
+//	← acceptor 1 byte: 1 the group is hosted here and takes the stream,
+//	         0 it is not (the stream is then closed)
+//
+// The answer makes Dial fail at once for a group the peer does not host
+// (yet): without it the dialer would only learn by writing, and a large
+// write (an InstallSnapshot of many MB) into a stream nobody reads blocks
+// until the transport's deadline, scaled by the snapshot size to minutes.
 type Mux struct {
 	ln     net.Listener
 	addr   raft.ServerAddress
@@ -183,10 +190,17 @@ func (m *Mux) routeStream(st *yamux.Stream) {
 	m.mu.Lock()
 	g := m.groups[string(name)]
 	m.mu.Unlock()
+	st.SetWriteDeadline(time.Now().Add(handshakeTimeout))
 	if g == nil {
-		st.Close() // not (yet) hosted here: the peer retries
+		st.Write([]byte{0}) // not (yet) hosted here: the peer retries
+		st.Close()
 		return
 	}
+	if _, err := st.Write([]byte{1}); err != nil {
+		st.Close()
+		return
+	}
+	st.SetWriteDeadline(time.Time{})
 	conn := &bufferedConn{Conn: st, r: br}
 	select {
 	case g.accept <- conn:
@@ -265,8 +279,22 @@ func (m *Mux) Dial(group string, addr raft.ServerAddress, timeout time.Duration)
 		return nil, err
 	}
 	st.SetWriteDeadline(time.Time{})
+	var ok [1]byte
+	st.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	if _, err := io.ReadFull(st, ok[:]); err != nil || ok[0] != 1 {
+		st.Close()
+		if err == nil {
+			err = fmt.Errorf("%w: group %q at %s", ErrGroupNotHosted, group, addr)
+		}
+		return nil, err
+	}
+	st.SetReadDeadline(time.Time{})
 	return st, nil
 }
+
+// ErrGroupNotHosted is Dial's error when the peer hosts no replica of the
+// group (not yet, or no longer).
+var ErrGroupNotHosted = errors.New("replication: group not hosted by the peer")
 
 // Layer registers group and returns its raft.StreamLayer.
 func (m *Mux) Layer(group string) (raft.StreamLayer, error) {

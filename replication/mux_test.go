@@ -1,7 +1,9 @@
 package replication
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -67,5 +69,61 @@ func TestMuxConnectionsDoNotGrowWithGroups(t *testing.T) {
 		if out > nodes-1 || in > nodes-1 {
 			t.Fatalf("node %d: %d outgoing and %d incoming connections for %d groups", i, out, in, groups)
 		}
+	}
+}
+
+// TestMuxDialUnhostedGroup: a stream to a group the peer does not host
+// fails at Dial, before anything is written into it (a large write into a
+// stream nobody reads would block until the write deadline), and one to a
+// hosted group carries bytes both ways.
+func TestMuxDialUnhostedGroup(t *testing.T) {
+	var muxes [2]*Mux
+	for i := range muxes {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		muxes[i] = NewMux(ln, "")
+		t.Cleanup(func() { muxes[i].Close() })
+	}
+	if _, err := muxes[0].Dial("absent", muxes[1].Addr(), 5*time.Second); !errors.Is(err, ErrGroupNotHosted) {
+		t.Fatalf("dial of a group not hosted: %v, want ErrGroupNotHosted", err)
+	}
+
+	layer, err := muxes[1].Layer("present")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan []byte, 1)
+	go func() {
+		c, err := layer.Accept()
+		if err != nil {
+			got <- nil
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(c, buf); err != nil {
+			got <- nil
+			return
+		}
+		c.Write([]byte("pong!"))
+		got <- buf
+	}()
+	c, err := muxes[0].Dial("present", muxes[1].Addr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write([]byte("ping!")); err != nil {
+		t.Fatal(err)
+	}
+	reply := make([]byte, 5)
+	if _, err := io.ReadFull(c, reply); err != nil || string(reply) != "pong!" {
+		t.Fatalf("reply %q, %v", reply, err)
+	}
+	if b := <-got; string(b) != "ping!" {
+		t.Fatalf("the acceptor read %q", b)
 	}
 }
