@@ -30,7 +30,7 @@ func main() {
 		return
 	}
 	if len(os.Args) < 2 || os.Args[1] != "run" {
-		fmt.Fprintln(os.Stderr, "usage: go run ./jepsen run [--quick] [--nemesis kill,leader,pause,power,partition,partition-leader] [--net netns|loopback] [--seed N] [--duration D] [--out DIR]\n       go run ./jepsen plot DIR")
+		fmt.Fprintln(os.Stderr, "usage: go run ./jepsen run [--quick] [--nemesis kill,leader,pause,power,member,partition,partition-leader,power-all] [--net auto|netns|docker|loopback] [--seed N] [--duration D] [--flush-messages N] [--lin-timeout D] [--out DIR]\n       go run ./jepsen plot DIR")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
@@ -81,6 +81,7 @@ func main() {
 			os.Exit(2)
 		}
 	}
+	handleInterrupts()
 	res, err := run(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "jepsen:", err)
@@ -179,21 +180,21 @@ func run(cfg runConfig) (Result, error) {
 		if dock, err = newDockerNet(cfg.Nodes + 1); err != nil {
 			return Result{}, err
 		}
-		defer dock.teardown()
+		defer atExit(dock.teardown)()
 		say("network: a container per node on Docker network %s (%s.0/24)", dock.name, dock.net.subnet)
 	}
 	if cfg.Net == "netns" {
 		if net, err = newNetns(cfg.Nodes + 1); err != nil {
 			return Result{}, err
 		}
-		defer net.teardown()
+		defer atExit(net.teardown)()
 		say("network: a namespace per node on %s.0/24", net.subnet)
 	}
 	c, err := startCluster(bin, cfg.Out, cfg.Nodes, cfg.Partitions, net, dock, spare)
 	if err != nil {
 		return Result{}, err
 	}
-	defer c.stopAll()
+	defer atExit(c.stopAll)()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	if err := c.waitReady(ctx); err != nil {
 		cancel()
