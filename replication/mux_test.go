@@ -14,7 +14,8 @@ import (
 )
 
 // TestMuxConnectionsDoNotGrowWithGroups: three nodes host 12 groups each;
-// every group elects and commits, and each node holds at most one outgoing
+// every group elects and commits through its append streams, and each
+// node holds at most one outgoing
 // and one incoming TCP connection per peer, whatever the number of groups.
 func TestMuxConnectionsDoNotGrowWithGroups(t *testing.T) {
 	const nodes, groups = 3, 12
@@ -29,6 +30,7 @@ func TestMuxConnectionsDoNotGrowWithGroups(t *testing.T) {
 		muxes = append(muxes, m)
 	}
 	var leaders []*Replica
+	var all [][]*Replica
 	for g := 0; g < groups; g++ {
 		var reps []*Replica
 		var servers []raft.Server
@@ -56,10 +58,27 @@ func TestMuxConnectionsDoNotGrowWithGroups(t *testing.T) {
 			return false
 		})
 		leaders = append(leaders, ld)
+		all = append(all, reps)
 	}
 	for _, ld := range leaders {
 		if _, err := ld.Append(shortCtx(t), testBatch(1, 10), AcksAll); err != nil {
 			t.Fatal(err)
+		}
+	}
+	// The appends came on the groups' append streams, not through msgpack:
+	// every follower serves one.
+	for g, reps := range all {
+		for _, r := range reps {
+			if r == leaders[g] {
+				continue
+			}
+			at := r.guard.Transport.(*appendTransport)
+			at.mu.Lock()
+			n := len(at.accepted)
+			at.mu.Unlock()
+			if n == 0 {
+				t.Fatalf("group %d: follower %s serves no append stream", g, r.ServerID())
+			}
 		}
 	}
 	for i, m := range muxes {

@@ -307,9 +307,15 @@ func Open(cfg Config) (*Replica, error) {
 	if err != nil {
 		return fail(err)
 	}
-	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: layer, MaxPool: 3, Timeout: 10 * time.Second, Logger: logger.Named("raft-net"),
-	})
+	appendLayer, err := cfg.Mux.Layer(cfg.Group + appendStreamSuffix)
+	if err != nil {
+		layer.Close()
+		return fail(err)
+	}
+	const netTimeout, maxPool = 10 * time.Second, 3
+	trans := newAppendTransport(raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: layer, MaxPool: maxPool, Timeout: netTimeout, Logger: logger.Named("raft-net"),
+	}), appendLayer, netTimeout, maxPool, 2, logger.Named("raft-append"))
 	r.guard = newGuardTransport(trans, r.serverID, func() uint64 {
 		t, _ := r.stable.GetUint64([]byte(keyCurrentTerm))
 		return t

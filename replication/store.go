@@ -42,9 +42,14 @@ type logStore struct {
 	// (0: any).
 	next uint64
 	bufs [][]byte
-	// cache holds the entries stored last, by index modulo its size: the
-	// leader's replication reads them back for every follower.
-	cache [entryCacheSize]*raft.Log
+	// cache holds the entries a leader stored last, by index modulo its
+	// size, for its replication to read back for every follower. It is
+	// bounded in entries and in bytes (cacheBytes ≤ entryCacheBytes): a
+	// produced entry's bytes are a slice of the Kafka request that carried
+	// it, which the cache keeps alive. A follower caches nothing.
+	cache      [entryCacheSize]*raft.Log
+	cacheBytes int
+	cacheUsed  bool // some slot may be set
 	// applied is the FSM's last applied index (set once the FSM exists).
 	applied func() uint64
 	// follower reports whether the replica follows: then every produced
@@ -53,7 +58,10 @@ type logStore struct {
 	follower func() bool
 }
 
-const entryCacheSize = 128
+const (
+	entryCacheSize  = 128
+	entryCacheBytes = 8 << 20
+)
 
 type entryPos struct {
 	offset, next int64
@@ -249,7 +257,8 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 		}
 		s.first = logs[0].Index
 	}
-	if s.follower != nil && s.follower() {
+	following := s.follower != nil && s.follower()
+	if following {
 		next := s.log.EndOffset()
 		for i, b := range s.bufs {
 			bb := log.Batch(b)
@@ -262,15 +271,51 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	if _, err := s.log.AppendVec(s.bufs, -1); err != nil {
 		return fmt.Errorf("replication: store entries %d-%d: %w", logs[0].Index, logs[len(logs)-1].Index, err)
 	}
-	for i, b := range s.bufs {
+	for _, b := range s.bufs {
 		s.ents = append(s.ents, entryPos{offset: log.Batch(b).BaseOffset(), next: log.Batch(b).NextOffset()})
-		s.cache[logs[i].Index%entryCacheSize] = logs[i]
+	}
+	if following {
+		s.clearCache()
+	} else {
+		s.cacheEntries(logs)
 	}
 	s.bufs = s.bufs[:0]
 	if durable {
 		return s.log.Flush()
 	}
 	return nil
+}
+
+// cacheEntries puts the entries just stored into the cache, then drops
+// the oldest cached entries while the cache holds more than
+// entryCacheBytes (the newest entry always stays: replication reads it
+// next). Called with s.mu held.
+func (s *logStore) cacheEntries(logs []*raft.Log) {
+	s.cacheUsed = true
+	for _, l := range logs {
+		slot := &s.cache[l.Index%entryCacheSize]
+		if *slot != nil {
+			s.cacheBytes -= len((*slot).Data)
+		}
+		*slot = l
+		s.cacheBytes += len(l.Data)
+	}
+	last := logs[len(logs)-1].Index
+	for i := last - min(last, entryCacheSize-1); i < last && s.cacheBytes > entryCacheBytes; i++ {
+		slot := &s.cache[i%entryCacheSize]
+		if *slot != nil && (*slot).Index == i {
+			s.cacheBytes -= len((*slot).Data)
+			*slot = nil
+		}
+	}
+}
+
+// clearCache empties the cache. Called with s.mu held.
+func (s *logStore) clearCache() {
+	if s.cacheUsed {
+		s.cache = [entryCacheSize]*raft.Log{}
+	}
+	s.cacheBytes, s.cacheUsed = 0, false
 }
 
 // DeleteRange implements raft.LogStore: a prefix after a snapshot (the
@@ -283,7 +328,7 @@ func (s *logStore) DeleteRange(min, max uint64) error {
 	if len(s.ents) == 0 {
 		return nil
 	}
-	s.cache = [entryCacheSize]*raft.Log{}
+	s.clearCache()
 	last := s.first + uint64(len(s.ents)) - 1
 	if min < s.first {
 		min = s.first
@@ -368,7 +413,7 @@ func (s *logStore) reset(index uint64) error {
 		return err
 	}
 	s.ents = s.ents[:0]
-	s.cache = [entryCacheSize]*raft.Log{}
+	s.clearCache()
 	s.next = index + 1
 	return s.writeAnchor(anchor{index: index + 1, offset: s.log.EndOffset()})
 }

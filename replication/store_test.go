@@ -207,3 +207,70 @@ func TestControlBatchesAreKafkaControlBatches(t *testing.T) {
 		t.Fatal("a configuration entry decoded as a marker")
 	}
 }
+
+// The entry cache holds at most entryCacheBytes of a leader's entries
+// (always the newest), nothing on a follower, and an entry it dropped is
+// read back from the log unchanged.
+func TestLogStoreCacheBounded(t *testing.T) {
+	fs, idx := vfs.NewMem(), t.TempDir()
+	l, err := log.Open("/r/log", log.WithFS(fs), log.WithIndexDir(idx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := openLogStore(l, fs, "/r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	following := false
+	s.follower = func() bool { return following }
+	const size = 900 << 10
+	var ents []*raft.Log
+	for i := 1; i <= 40; i++ {
+		e := &raft.Log{Index: uint64(i), Term: 2, Type: raft.LogCommand, Data: testBatch(i, size)}
+		ents = append(ents, e)
+		if err := s.StoreLogs([]*raft.Log{e}); err != nil {
+			t.Fatal(err)
+		}
+		s.mu.RLock()
+		total, held := 0, 0
+		for _, c := range s.cache {
+			if c != nil {
+				total += len(c.Data)
+				held++
+			}
+		}
+		newest := s.cache[uint64(i)%entryCacheSize]
+		bytesNow := s.cacheBytes
+		s.mu.RUnlock()
+		if total != bytesNow || total > entryCacheBytes {
+			t.Fatalf("after entry %d: cache holds %d bytes in %d entries, counted %d, bound %d", i, total, held, bytesNow, entryCacheBytes)
+		}
+		if newest == nil || newest.Index != uint64(i) {
+			t.Fatalf("after entry %d: the newest entry is not cached", i)
+		}
+	}
+	if s.cache[1%entryCacheSize] != nil {
+		t.Fatal("the oldest entry is still cached")
+	}
+	for _, want := range ents {
+		var got raft.Log
+		if err := s.GetLog(want.Index, &got); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Data, want.Data) || got.Term != want.Term {
+			t.Fatalf("entry %d differs", want.Index)
+		}
+	}
+	following = true
+	if err := s.StoreLogs([]*raft.Log{{Index: 41, Term: 2, Type: raft.LogCommand, Data: testBatch(41, 100)}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range s.cache {
+		if c != nil {
+			t.Fatalf("a follower's cache holds entry %d in slot %d", c.Index, i)
+		}
+	}
+	if s.cacheBytes != 0 {
+		t.Fatalf("a follower's cache counts %d bytes", s.cacheBytes)
+	}
+}

@@ -45,6 +45,7 @@ func runBenchCompare(args []string, stdout, stderr io.Writer) int {
 	duration := fs.Duration("duration", 3*time.Second, "length of each produce run")
 	rounds := fs.Int("rounds", 3, "rounds of every target and shape (the median ratio is reported)")
 	halfDuration := fs.Duration("half-duration", 10*time.Second, "length of the run at half load")
+	warmup := fs.Duration("warmup", 5*time.Second, "unmeasured produce at half load before each measured run, on the same topic (leaders elected, connections open, pages and buffers in use)")
 	sizes := fs.String("sizes", "1024,100", "record value sizes in bytes, comma-separated")
 	parts := fs.String("partitions", "1,6", "partition counts, comma-separated")
 	rawMiB := fs.Int("raw-mib", 512, "MiB of the raw write of each round (the best counts)")
@@ -60,9 +61,9 @@ func runBenchCompare(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	if *duration <= 0 || *duration > time.Hour || *halfDuration <= 0 || *halfDuration > time.Hour ||
+	if *duration <= 0 || *duration > time.Hour || *halfDuration <= 0 || *halfDuration > time.Hour || *warmup < 0 || *warmup > time.Hour ||
 		*rounds < 1 || *rounds > 20 || *rawMiB < 1 || *rawMiB > 16<<10 {
-		fmt.Fprintln(stderr, "--duration and --half-duration must be in (0, 1h], --rounds in [1, 20], --raw-mib in [1, 16384]")
+		fmt.Fprintln(stderr, "--duration and --half-duration must be in (0, 1h], --warmup in [0, 1h], --rounds in [1, 20], --raw-mib in [1, 16384]")
 		return 2
 	}
 	base := *dir
@@ -131,7 +132,7 @@ func runBenchCompare(args []string, stdout, stderr io.Writer) int {
 		}
 		run.cells = append(run.cells, cells)
 	}
-	if err := run.halfLoad(ctx, targets, *halfDuration); err != nil {
+	if err := run.halfLoad(ctx, targets, *halfDuration, *warmup); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
@@ -352,7 +353,7 @@ func (r *compareRun) vsRef(op string, si, ti int) float64 {
 // halfLoad measures the produce latency of the last target at half the
 // median maximum it reached for targetShape, and that of the reference at
 // the same rate (what the client and loopback alone cost).
-func (r *compareRun) halfLoad(ctx context.Context, targets []compareTarget, d time.Duration) error {
+func (r *compareRun) halfLoad(ctx context.Context, targets []compareTarget, d, warmup time.Duration) error {
 	si := slices.Index(r.shapes, targetShape)
 	if si < 0 {
 		return nil
@@ -365,6 +366,13 @@ func (r *compareRun) halfLoad(ctx context.Context, targets []compareTarget, d ti
 		c.Rate, c.Duration = rate, d
 		if _, _, err := bench.EnsureTopic(ctx, c); err != nil {
 			return err
+		}
+		if warmup > 0 {
+			w := c
+			w.Duration = warmup
+			if _, err := bench.Produce(ctx, w); err != nil {
+				return fmt.Errorf("%s: warm-up at half load: %w", t.name, err)
+			}
 		}
 		runtime.GC()
 		p, err := bench.Produce(ctx, c)

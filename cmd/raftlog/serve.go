@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strconv"
@@ -52,6 +53,7 @@ type serveFlags struct {
 	balanceMoves     int
 	balanceGrace     time.Duration
 	deadNodeTimeout  time.Duration
+	pprof            bool
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -80,6 +82,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.balanceMoves, "leader-balance-moves", 8, "leadership transfers per balancing round at most")
 	fs.DurationVar(&f.balanceGrace, "leader-balance-grace", time.Minute, "a node up for less than this is given no leadership by the balancer")
 	fs.DurationVar(&f.deadNodeTimeout, "dead-node-timeout", 10*time.Minute, "move the replicas of a node that has not been a live member for this long to live nodes (0: never)")
+	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's profiles (net/http/pprof) under /debug/pprof/ on the HTTP listener")
 	fs.BoolVar(&f.acceptDataLoss, "accept-data-loss", false, "release the vote guard of this node's replicas: only when every replica of a group lost power and some are gone for good (writes acknowledged past the surviving logs may be lost)")
 }
 
@@ -217,6 +220,13 @@ func startNode(f serveFlags, logger hclog.Logger, local bool) (*runningNode, err
 	})
 	mux.Handle("/metrics", metricsHandler(nd, km))
 	mux.Handle("/v1/status", statusHandler(nd))
+	if f.pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go hs.Serve(hln)
 	logger.Info("node started", "node", f.nodeID, "kafka", adv, "raft", f.raftAddr, "gossip", f.gossipAddr, "http", f.httpAddr)

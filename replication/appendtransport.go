@@ -1,0 +1,430 @@
+package replication
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// appendTransport is a group's raft.Transport. AppendEntries, heartbeats
+// and the replication pipeline travel on streams of their own, named
+// group+appendStreamSuffix on the mux, in the format of appendwire.go;
+// every other RPC (votes, pre-votes, snapshots, TimeoutNow) goes through
+// the wrapped raft.NetworkTransport on the group's own streams. So a
+// follower reads each entry's bytes once into a buffer of their size,
+// where msgpack would copy a 1 MiB batch several times while decoding it.
+//
+// A peer that answers that it hosts no such stream (a node that predates
+// them) is sent its appends through the NetworkTransport, which also
+// serves appends that such a peer sends here.
+type appendTransport struct {
+	raft.Transport
+	prevote     raft.WithPreVote
+	layer       raft.StreamLayer
+	timeout     time.Duration
+	maxPool     int
+	maxInFlight int
+	logger      hclog.Logger
+
+	consumeCh chan raft.RPC
+
+	hbMu sync.Mutex
+	hbFn func(raft.RPC)
+
+	mu       sync.Mutex
+	pool     map[raft.ServerAddress][]*appendConn
+	accepted map[net.Conn]struct{}
+	closed   bool
+
+	shutdown  chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+}
+
+// appendStreamSuffix names a group's append streams on the mux. Kafka
+// topic names cannot hold '/', so it never names another group.
+const appendStreamSuffix = "/append"
+
+// appendConn is one stream to a peer's append streams.
+type appendConn struct {
+	target raft.ServerAddress
+	conn   net.Conn
+	r      wireReader
+	w      wireWriter
+}
+
+func newAppendConn(target raft.ServerAddress, c net.Conn) *appendConn {
+	return &appendConn{
+		target: target, conn: c,
+		r: wireReader{r: bufio.NewReaderSize(c, 16<<10)},
+		w: wireWriter{w: bufio.NewWriterSize(c, 64<<10)},
+	}
+}
+
+// rpcError is an error a peer answered an RPC with.
+type rpcError string
+
+func (e rpcError) Error() string { return string(e) }
+
+// newAppendTransport wraps inner, serving and sending appends on layer.
+// maxInFlight bounds the pipelined requests to one follower, as
+// raft.NetworkTransportConfig.MaxRPCsInFlight does (at least 2).
+func newAppendTransport(inner raft.Transport, layer raft.StreamLayer, timeout time.Duration, maxPool, maxInFlight int, logger hclog.Logger) *appendTransport {
+	t := &appendTransport{
+		Transport: inner, layer: layer, timeout: timeout, maxPool: maxPool, maxInFlight: max(maxInFlight, 2), logger: logger,
+		consumeCh: make(chan raft.RPC),
+		pool:      map[raft.ServerAddress][]*appendConn{},
+		accepted:  map[net.Conn]struct{}{},
+		shutdown:  make(chan struct{}),
+	}
+	t.prevote, _ = inner.(raft.WithPreVote)
+	t.wg.Add(2)
+	go t.forward()
+	go t.listen()
+	return t
+}
+
+// forward passes on the RPCs the NetworkTransport received.
+func (t *appendTransport) forward() {
+	defer t.wg.Done()
+	in := t.Transport.Consumer()
+	for {
+		select {
+		case rpc := <-in:
+			select {
+			case t.consumeCh <- rpc:
+			case <-t.shutdown:
+				rpc.Respond(nil, raft.ErrTransportShutdown)
+				return
+			}
+		case <-t.shutdown:
+			return
+		}
+	}
+}
+
+// Consumer implements raft.Transport.
+func (t *appendTransport) Consumer() <-chan raft.RPC { return t.consumeCh }
+
+// SetHeartbeatHandler implements raft.Transport.
+func (t *appendTransport) SetHeartbeatHandler(fn func(raft.RPC)) {
+	t.hbMu.Lock()
+	t.hbFn = fn
+	t.hbMu.Unlock()
+	t.Transport.SetHeartbeatHandler(fn)
+}
+
+// RequestPreVote implements raft.WithPreVote.
+func (t *appendTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	if t.prevote == nil {
+		return errors.New("replication: transport without pre-vote")
+	}
+	return t.prevote.RequestPreVote(id, target, args, resp)
+}
+
+func (t *appendTransport) getConn(target raft.ServerAddress) (*appendConn, error) {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, raft.ErrTransportShutdown
+	}
+	if cs := t.pool[target]; len(cs) > 0 {
+		c := cs[len(cs)-1]
+		t.pool[target] = cs[:len(cs)-1]
+		t.mu.Unlock()
+		return c, nil
+	}
+	t.mu.Unlock()
+	c, err := t.layer.Dial(target, t.timeout)
+	if err != nil {
+		return nil, err
+	}
+	return newAppendConn(target, c), nil
+}
+
+func (t *appendTransport) returnConn(c *appendConn) {
+	t.mu.Lock()
+	if !t.closed && len(t.pool[c.target]) < t.maxPool {
+		t.pool[c.target] = append(t.pool[c.target], c)
+		c = nil
+	}
+	t.mu.Unlock()
+	if c != nil {
+		abort(c.conn)
+	}
+}
+
+// AppendEntries implements raft.Transport.
+func (t *appendTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	c, err := t.getConn(target)
+	if errors.Is(err, ErrGroupNotHosted) {
+		return t.Transport.AppendEntries(id, target, args, resp)
+	}
+	if err != nil {
+		return err
+	}
+	if t.timeout > 0 {
+		c.conn.SetDeadline(time.Now().Add(t.timeout))
+	}
+	if err := c.w.writeAppendRequest(args); err != nil {
+		abort(c.conn)
+		return err
+	}
+	err = c.r.readAppendResponse(resp)
+	var answered rpcError
+	if err != nil && !errors.As(err, &answered) {
+		abort(c.conn)
+		return err
+	}
+	t.returnConn(c)
+	return err
+}
+
+// AppendEntriesPipeline implements raft.Transport.
+func (t *appendTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	c, err := t.getConn(target)
+	if errors.Is(err, ErrGroupNotHosted) {
+		return t.Transport.AppendEntriesPipeline(id, target)
+	}
+	if err != nil {
+		return nil, err
+	}
+	p := &appendPipeline{
+		t: t, c: c,
+		// As in raft.NetworkTransport: one request is written while the
+		// decoder waits for the answer to the one before, so a buffer of
+		// maxInFlight-2 lets maxInFlight be in flight.
+		inprogress: make(chan *appendFuture, t.maxInFlight-2),
+		done:       make(chan raft.AppendFuture, t.maxInFlight-2),
+		shutdown:   make(chan struct{}),
+	}
+	go p.decode()
+	return p, nil
+}
+
+// listen accepts the append streams of peers.
+func (t *appendTransport) listen() {
+	defer t.wg.Done()
+	for {
+		c, err := t.layer.Accept()
+		if err != nil {
+			select {
+			case <-t.shutdown:
+				return
+			default:
+			}
+			if errors.Is(err, ErrMuxClosed) {
+				return
+			}
+			t.logger.Warn("append stream accept failed", "error", err)
+			select {
+			case <-t.shutdown:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			c.Close()
+			return
+		}
+		t.accepted[c] = struct{}{}
+		t.mu.Unlock()
+		t.wg.Add(1)
+		go t.serve(c)
+	}
+}
+
+// serve answers the requests of one stream, one at a time, as
+// raft.NetworkTransport does: heartbeats through the heartbeat handler,
+// the rest through the consumer channel.
+func (t *appendTransport) serve(c net.Conn) {
+	defer t.wg.Done()
+	defer func() {
+		c.Close()
+		t.mu.Lock()
+		delete(t.accepted, c)
+		t.mu.Unlock()
+	}()
+	r := wireReader{r: bufio.NewReaderSize(c, 64<<10)}
+	w := wireWriter{w: bufio.NewWriterSize(c, 4<<10)}
+	respCh := make(chan raft.RPCResponse, 1)
+	for {
+		req := new(raft.AppendEntriesRequest)
+		if err := r.readAppendRequest(req); err != nil {
+			select {
+			case <-t.shutdown:
+			default:
+				if err != io.EOF && !errors.Is(err, net.ErrClosed) {
+					t.logger.Warn("reading an append request failed", "error", err)
+				}
+			}
+			return
+		}
+		rpc := raft.RPC{Command: req, RespChan: respCh}
+		leader := req.Addr
+		if len(leader) == 0 {
+			leader = req.Leader
+		}
+		heartbeat := req.Term != 0 && len(leader) > 0 && req.PrevLogEntry == 0 && req.PrevLogTerm == 0 &&
+			len(req.Entries) == 0 && req.LeaderCommitIndex == 0
+		var hb func(raft.RPC)
+		if heartbeat {
+			t.hbMu.Lock()
+			hb = t.hbFn
+			t.hbMu.Unlock()
+		}
+		if hb != nil {
+			hb(rpc)
+		} else {
+			select {
+			case t.consumeCh <- rpc:
+			case <-t.shutdown:
+				return
+			}
+		}
+		var resp raft.RPCResponse
+		select {
+		case resp = <-respCh:
+		case <-t.shutdown:
+			return
+		}
+		out, _ := resp.Response.(*raft.AppendEntriesResponse)
+		if out == nil && resp.Error == nil {
+			resp.Error = errors.New("replication: no append response")
+		}
+		if err := w.writeAppendResponse(out, resp.Error); err != nil {
+			return
+		}
+	}
+}
+
+// Close implements raft.WithClose: it closes the streams, stops serving
+// and closes the wrapped transport.
+func (t *appendTransport) Close() error {
+	t.closeOnce.Do(func() {
+		close(t.shutdown)
+		t.layer.Close()
+		t.mu.Lock()
+		t.closed = true
+		var conns []net.Conn
+		for c := range t.accepted {
+			conns = append(conns, c)
+		}
+		for _, cs := range t.pool {
+			for _, c := range cs {
+				conns = append(conns, c.conn)
+			}
+		}
+		t.pool = map[raft.ServerAddress][]*appendConn{}
+		t.mu.Unlock()
+		for _, c := range conns {
+			abort(c)
+		}
+	})
+	t.wg.Wait()
+	if c, ok := t.Transport.(raft.WithClose); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// abort closes c and wakes its blocked reads and writes at once: closing
+// a yamux stream closes only its sending side, and a read waits for the
+// peer to close its own.
+func abort(c net.Conn) {
+	c.SetDeadline(time.Now())
+	c.Close()
+}
+
+// appendPipeline is raft.AppendPipeline on one append stream.
+type appendPipeline struct {
+	t          *appendTransport
+	c          *appendConn
+	inprogress chan *appendFuture
+	done       chan raft.AppendFuture
+	shutdown   chan struct{}
+	closeOnce  sync.Once
+}
+
+// AppendEntries implements raft.AppendPipeline: it writes the request and
+// hands it to the decoder, which blocks when maxInFlight are in flight.
+func (p *appendPipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
+	f := &appendFuture{start: time.Now(), args: args, resp: resp, done: make(chan struct{})}
+	if p.t.timeout > 0 {
+		p.c.conn.SetWriteDeadline(time.Now().Add(p.t.timeout))
+	}
+	if err := p.c.w.writeAppendRequest(args); err != nil {
+		abort(p.c.conn)
+		return nil, err
+	}
+	select {
+	case p.inprogress <- f:
+		return f, nil
+	case <-p.shutdown:
+		return nil, raft.ErrPipelineShutdown
+	}
+}
+
+// decode reads the answers in order and completes their futures. After a
+// failed read every later future fails too (the stream is closed), and
+// raft, seeing an unsuccessful response, leaves the pipeline.
+func (p *appendPipeline) decode() {
+	for {
+		select {
+		case f := <-p.inprogress:
+			if p.t.timeout > 0 {
+				p.c.conn.SetReadDeadline(time.Now().Add(p.t.timeout))
+			}
+			err := p.c.r.readAppendResponse(f.resp)
+			var answered rpcError
+			if err != nil && !errors.As(err, &answered) {
+				abort(p.c.conn)
+			}
+			f.err = err
+			close(f.done)
+			select {
+			case p.done <- f:
+			case <-p.shutdown:
+				return
+			}
+		case <-p.shutdown:
+			return
+		}
+	}
+}
+
+// Consumer implements raft.AppendPipeline.
+func (p *appendPipeline) Consumer() <-chan raft.AppendFuture { return p.done }
+
+// Close implements raft.AppendPipeline: the stream is closed, not pooled
+// (its answers may still be in flight).
+func (p *appendPipeline) Close() error {
+	p.closeOnce.Do(func() {
+		close(p.shutdown)
+		abort(p.c.conn)
+	})
+	return nil
+}
+
+// appendFuture is raft.AppendFuture.
+type appendFuture struct {
+	start time.Time
+	args  *raft.AppendEntriesRequest
+	resp  *raft.AppendEntriesResponse
+	done  chan struct{}
+	err   error
+}
+
+func (f *appendFuture) Error() error                          { <-f.done; return f.err }
+func (f *appendFuture) Start() time.Time                      { return f.start }
+func (f *appendFuture) Request() *raft.AppendEntriesRequest   { return f.args }
+func (f *appendFuture) Response() *raft.AppendEntriesResponse { return f.resp }

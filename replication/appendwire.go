@@ -1,0 +1,350 @@
+package replication
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// The wire format of AppendEntries on a group's append streams
+// (appendTransport). raft.NetworkTransport encodes every RPC with msgpack,
+// which a follower pays for on every entry: the decoder allocates each
+// entry's bytes in 256 KiB steps, copying what it read at each step, and
+// a Kafka batch is up to 1 MiB. Here the entry bytes follow a fixed
+// header and are read straight into one buffer of their exact size, and
+// written from the leader's buffers without a copy. Frozen: peers of
+// different versions exchange it.
+//
+// Request, leader → follower (integers big endian):
+//
+//	offset  size  field
+//	     0     1  kind: 1 (AppendEntries)
+//	     1     8  protocol version (int64)
+//	     9     8  term
+//	    17     8  previous log index
+//	    25     8  previous log term
+//	    33     8  leader commit index
+//	    41     4  number of entries N (≤ maxWireEntries)
+//	    45     -  ID, Addr, Leader: each a 2-byte length and the bytes
+//	     -     -  N entries:
+//	                8  index
+//	                8  term
+//	                1  type (raft.LogType)
+//	                8  appended at, Unix ns (math.MinInt64: the zero time)
+//	                4  extensions length E, then E bytes
+//	                4  data length D (≤ maxWireData), then D bytes
+//
+// Response, follower → leader (as raft.NetworkTransport, the response
+// and the error the follower answered with, if any, both travel):
+//
+//	 0     1  flags: bit 0 success, bit 1 no retry backoff, bit 2 an
+//	          error text follows the response
+//	 1     8  protocol version (int64)
+//	 9     8  term
+//	17     8  last log index
+//	25     -  ID, Addr: each a 2-byte length and the bytes
+//	 -     -  with bit 2: the error text, a 2-byte length and the bytes
+const (
+	wireKindAppend    = 1
+	wireFlagSuccess   = 1 << 0
+	wireFlagNoBackoff = 1 << 1
+	wireFlagError     = 1 << 2
+	wireZeroTime      = math.MinInt64
+
+	// maxWireEntries bounds the entries of one request (raft sends at most
+	// MaxAppendEntries, itself at most 1024).
+	maxWireEntries = 1 << 16
+	// maxWireData bounds one entry's data and extensions (a Kafka batch is
+	// bounded far lower by max.message.bytes).
+	maxWireData = 256 << 20
+	// wireExactAlloc: entries up to this size are read into a buffer of
+	// their size at once.
+	wireExactAlloc = 16 << 20
+)
+
+var errWireFormat = errors.New("replication: malformed append request")
+
+// wireWriter appends the fixed parts of a message to buf and hands the
+// entries' bytes to w unchanged.
+type wireWriter struct {
+	w   *bufio.Writer
+	buf []byte
+}
+
+func putBytes16(b, v []byte) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(v)))
+	return append(b, v...)
+}
+
+func unixNanos(t time.Time) int64 {
+	if t.IsZero() {
+		return wireZeroTime
+	}
+	return t.UnixNano()
+}
+
+func fromUnixNanos(n int64) time.Time {
+	if n == wireZeroTime {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+func checkHeader(h raft.RPCHeader) error {
+	if len(h.ID) > math.MaxUint16 || len(h.Addr) > math.MaxUint16 {
+		return fmt.Errorf("replication: RPC header of %d+%d bytes", len(h.ID), len(h.Addr))
+	}
+	return nil
+}
+
+// writeAppendRequest writes req and flushes.
+func (ww *wireWriter) writeAppendRequest(req *raft.AppendEntriesRequest) error {
+	if len(req.Entries) > maxWireEntries {
+		return fmt.Errorf("replication: %d entries in one request", len(req.Entries))
+	}
+	if err := checkHeader(req.RPCHeader); err != nil {
+		return err
+	}
+	if len(req.Leader) > math.MaxUint16 {
+		return fmt.Errorf("replication: leader address of %d bytes", len(req.Leader))
+	}
+	b := append(ww.buf[:0], wireKindAppend)
+	b = binary.BigEndian.AppendUint64(b, uint64(req.ProtocolVersion))
+	b = binary.BigEndian.AppendUint64(b, req.Term)
+	b = binary.BigEndian.AppendUint64(b, req.PrevLogEntry)
+	b = binary.BigEndian.AppendUint64(b, req.PrevLogTerm)
+	b = binary.BigEndian.AppendUint64(b, req.LeaderCommitIndex)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(req.Entries)))
+	b = putBytes16(b, req.ID)
+	b = putBytes16(b, req.Addr)
+	b = putBytes16(b, req.Leader)
+	for _, e := range req.Entries {
+		if len(e.Data) > maxWireData || len(e.Extensions) > maxWireData {
+			return fmt.Errorf("replication: entry %d of %d bytes", e.Index, len(e.Data)+len(e.Extensions))
+		}
+		b = binary.BigEndian.AppendUint64(b, e.Index)
+		b = binary.BigEndian.AppendUint64(b, e.Term)
+		b = append(b, byte(e.Type))
+		b = binary.BigEndian.AppendUint64(b, uint64(unixNanos(e.AppendedAt)))
+		b = binary.BigEndian.AppendUint32(b, uint32(len(e.Extensions)))
+		b = append(b, e.Extensions...)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(e.Data)))
+		if len(e.Data) <= 4<<10 {
+			b = append(b, e.Data...)
+			continue
+		}
+		// A large entry goes out from its own buffer: bufio.Writer writes
+		// a slice larger than its free space straight to the stream.
+		if _, err := ww.w.Write(b); err != nil {
+			ww.buf = b[:0]
+			return err
+		}
+		b = b[:0]
+		if _, err := ww.w.Write(e.Data); err != nil {
+			ww.buf = b
+			return err
+		}
+	}
+	ww.buf = b[:0]
+	if _, err := ww.w.Write(b); err != nil {
+		return err
+	}
+	return ww.w.Flush()
+}
+
+// writeAppendResponse writes resp (nil: a zero response) and the error
+// the RPC was answered with, if any, and flushes.
+func (ww *wireWriter) writeAppendResponse(resp *raft.AppendEntriesResponse, rpcErr error) error {
+	if resp == nil {
+		resp = &raft.AppendEntriesResponse{}
+	}
+	if err := checkHeader(resp.RPCHeader); err != nil {
+		return err
+	}
+	var flags byte
+	if resp.Success {
+		flags |= wireFlagSuccess
+	}
+	if resp.NoRetryBackoff {
+		flags |= wireFlagNoBackoff
+	}
+	if rpcErr != nil {
+		flags |= wireFlagError
+	}
+	b := append(ww.buf[:0], flags)
+	b = binary.BigEndian.AppendUint64(b, uint64(resp.ProtocolVersion))
+	b = binary.BigEndian.AppendUint64(b, resp.Term)
+	b = binary.BigEndian.AppendUint64(b, resp.LastLog)
+	b = putBytes16(b, resp.ID)
+	b = putBytes16(b, resp.Addr)
+	if rpcErr != nil {
+		msg := rpcErr.Error()
+		if len(msg) > math.MaxUint16 {
+			msg = msg[:math.MaxUint16]
+		}
+		b = putBytes16(b, []byte(msg))
+	}
+	ww.buf = b[:0]
+	if _, err := ww.w.Write(b); err != nil {
+		return err
+	}
+	return ww.w.Flush()
+}
+
+// wireReader reads messages of the format above.
+type wireReader struct {
+	r   *bufio.Reader
+	fix [45]byte
+}
+
+func (wr *wireReader) full(n int) ([]byte, error) {
+	if _, err := io.ReadFull(wr.r, wr.fix[:n]); err != nil {
+		return nil, err
+	}
+	return wr.fix[:n], nil
+}
+
+func (wr *wireReader) bytes16() ([]byte, error) {
+	h, err := wr.full(2)
+	if err != nil {
+		return nil, err
+	}
+	n := int(binary.BigEndian.Uint16(h))
+	if n == 0 {
+		return nil, nil
+	}
+	b := make([]byte, n)
+	_, err = io.ReadFull(wr.r, b)
+	return b, err
+}
+
+func (wr *wireReader) bytes32() ([]byte, error) {
+	h, err := wr.full(4)
+	if err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(h)
+	if n > maxWireData {
+		return nil, fmt.Errorf("%w: %d bytes in one entry", errWireFormat, n)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	if n <= wireExactAlloc {
+		b := make([]byte, n)
+		_, err = io.ReadFull(wr.r, b)
+		return b, err
+	}
+	// Past wireExactAlloc the buffer grows as the bytes arrive, so a
+	// length that lies costs what was sent, not what it claims.
+	var buf bytes.Buffer
+	buf.Grow(wireExactAlloc)
+	if _, err := io.CopyN(&buf, wr.r, int64(n)); err != nil {
+		return nil, eof(err)
+	}
+	return buf.Bytes(), nil
+}
+
+// readAppendRequest reads one request. io.EOF before its first byte is
+// returned as is (the peer closed between requests).
+func (wr *wireReader) readAppendRequest(req *raft.AppendEntriesRequest) error {
+	b, err := wr.full(45)
+	if err != nil {
+		return err
+	}
+	if b[0] != wireKindAppend {
+		return fmt.Errorf("%w: kind %d", errWireFormat, b[0])
+	}
+	req.ProtocolVersion = raft.ProtocolVersion(int64(binary.BigEndian.Uint64(b[1:])))
+	req.Term = binary.BigEndian.Uint64(b[9:])
+	req.PrevLogEntry = binary.BigEndian.Uint64(b[17:])
+	req.PrevLogTerm = binary.BigEndian.Uint64(b[25:])
+	req.LeaderCommitIndex = binary.BigEndian.Uint64(b[33:])
+	n := binary.BigEndian.Uint32(b[41:])
+	if n > maxWireEntries {
+		return fmt.Errorf("%w: %d entries", errWireFormat, n)
+	}
+	if req.ID, err = wr.bytes16(); err != nil {
+		return eof(err)
+	}
+	if req.Addr, err = wr.bytes16(); err != nil {
+		return eof(err)
+	}
+	if req.Leader, err = wr.bytes16(); err != nil {
+		return eof(err)
+	}
+	// Entries are allocated as they arrive, so that a header claiming
+	// many costs nothing until their bytes do.
+	req.Entries = nil
+	var ents []raft.Log
+	for i := uint32(0); i < n; i++ {
+		if len(ents) == cap(ents) {
+			ents = make([]raft.Log, 0, min(n-i, 64))
+		}
+		ents = append(ents, raft.Log{})
+		e := &ents[len(ents)-1]
+		h, err := wr.full(25)
+		if err != nil {
+			return eof(err)
+		}
+		e.Index = binary.BigEndian.Uint64(h)
+		e.Term = binary.BigEndian.Uint64(h[8:])
+		e.Type = raft.LogType(h[16])
+		e.AppendedAt = fromUnixNanos(int64(binary.BigEndian.Uint64(h[17:])))
+		if e.Extensions, err = wr.bytes32(); err != nil {
+			return eof(err)
+		}
+		if e.Data, err = wr.bytes32(); err != nil {
+			return eof(err)
+		}
+		req.Entries = append(req.Entries, e)
+	}
+	return nil
+}
+
+// readAppendResponse reads one response into resp; an error the follower
+// answered with is returned as an rpcError.
+func (wr *wireReader) readAppendResponse(resp *raft.AppendEntriesResponse) error {
+	b, err := wr.full(25)
+	if err != nil {
+		return err
+	}
+	flags := b[0]
+	if flags&^(wireFlagSuccess|wireFlagNoBackoff|wireFlagError) != 0 {
+		return fmt.Errorf("%w: response flags %#x", errWireFormat, flags)
+	}
+	resp.ProtocolVersion = raft.ProtocolVersion(int64(binary.BigEndian.Uint64(b[1:])))
+	resp.Term = binary.BigEndian.Uint64(b[9:])
+	resp.LastLog = binary.BigEndian.Uint64(b[17:])
+	resp.Success = flags&wireFlagSuccess != 0
+	resp.NoRetryBackoff = flags&wireFlagNoBackoff != 0
+	if resp.ID, err = wr.bytes16(); err != nil {
+		return eof(err)
+	}
+	if resp.Addr, err = wr.bytes16(); err != nil {
+		return eof(err)
+	}
+	if flags&wireFlagError != 0 {
+		msg, err := wr.bytes16()
+		if err != nil {
+			return eof(err)
+		}
+		return rpcError(msg)
+	}
+	return nil
+}
+
+// eof turns an EOF inside a message into io.ErrUnexpectedEOF.
+func eof(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
