@@ -154,6 +154,34 @@ func peekBatchSize(p []byte) (int, error) {
 // uncompressed batches, that the records exactly fill the batch. maxSize
 // bounds the batch size (0: no bound).
 func ValidateBatch(p []byte, maxSize int) (int, error) {
+	size, err := CheckBatchFrame(p, maxSize)
+	if err != nil {
+		return 0, err
+	}
+	b := Batch(p[:size])
+	if got, want := b.ComputeCRC(), b.CRC(); got != want {
+		return 0, fmt.Errorf("%w: crc %08x, computed %08x", ErrCorruptBatch, want, got)
+	}
+	if b.Codec() == 0 {
+		n, err := countRecords(b.Records())
+		if err != nil {
+			return 0, err
+		}
+		if count := b.RecordCount(); n != int(count) {
+			return 0, fmt.Errorf("%w: recordCount %d, %d records present", ErrCorruptBatch, count, n)
+		}
+	}
+	return size, nil
+}
+
+// CheckBatchFrame is ValidateBatch without the two checks that read the
+// whole batch (the CRC and the walk of uncompressed records): length,
+// magic, record count, lastOffsetDelta and codec, from the header alone.
+// It is for bytes ValidateBatch accepted before, in this process, and
+// which have changed since only in baseOffset and partitionLeaderEpoch
+// (outside the CRC): a leader's batch on its way from the Kafka request
+// to the log is checked once, not at every layer.
+func CheckBatchFrame(p []byte, maxSize int) (int, error) {
 	size, err := peekBatchSize(p)
 	if err != nil {
 		return 0, err
@@ -168,9 +196,6 @@ func ValidateBatch(p []byte, maxSize int) (int, error) {
 	if m := b.Magic(); m != 2 {
 		return 0, fmt.Errorf("%w: magic %d, only 2 is supported", ErrCorruptBatch, m)
 	}
-	if got, want := b.ComputeCRC(), b.CRC(); got != want {
-		return 0, fmt.Errorf("%w: crc %08x, computed %08x", ErrCorruptBatch, want, got)
-	}
 	count := b.RecordCount()
 	if count <= 0 {
 		return 0, fmt.Errorf("%w: record count %d", ErrCorruptBatch, count)
@@ -180,15 +205,6 @@ func ValidateBatch(p []byte, maxSize int) (int, error) {
 	}
 	if b.Codec() > 4 {
 		return 0, fmt.Errorf("%w: unknown compression codec %d", ErrCorruptBatch, b.Codec())
-	}
-	if b.Codec() == 0 {
-		n, err := countRecords(b.Records())
-		if err != nil {
-			return 0, err
-		}
-		if n != int(count) {
-			return 0, fmt.Errorf("%w: recordCount %d, %d records present", ErrCorruptBatch, count, n)
-		}
 	}
 	return size, nil
 }

@@ -165,7 +165,7 @@ func (l *Log) Append(p []byte, leaderEpoch int32) (AppendInfo, error) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	l.one[0] = p
-	return l.appendLocked(l.one[:], true, leaderEpoch)
+	return l.appendLocked(l.one[:], true, leaderEpoch, ValidateBatch)
 }
 
 // AppendVec is Append for batches held in several buffers (each holding
@@ -173,7 +173,16 @@ func (l *Log) Append(p []byte, leaderEpoch int32) (AppendInfo, error) {
 func (l *Log) AppendVec(bufs [][]byte, leaderEpoch int32) (AppendInfo, error) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	return l.appendLocked(bufs, true, leaderEpoch)
+	return l.appendLocked(bufs, true, leaderEpoch, ValidateBatch)
+}
+
+// AppendVecValidated is AppendVec for batches the caller has checked
+// with ValidateBatch: only their framing is checked again
+// (CheckBatchFrame), not their CRC and records.
+func (l *Log) AppendVecValidated(bufs [][]byte, leaderEpoch int32) (AppendInfo, error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	return l.appendLocked(bufs, true, leaderEpoch, CheckBatchFrame)
 }
 
 // AppendAssigned appends batches whose offsets are already assigned (a
@@ -183,10 +192,10 @@ func (l *Log) AppendVec(bufs [][]byte, leaderEpoch int32) (AppendInfo, error) {
 func (l *Log) AppendAssigned(bufs ...[]byte) (AppendInfo, error) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	return l.appendLocked(bufs, false, 0)
+	return l.appendLocked(bufs, false, 0, ValidateBatch)
 }
 
-func (l *Log) appendLocked(bufs [][]byte, assign bool, epoch int32) (AppendInfo, error) {
+func (l *Log) appendLocked(bufs [][]byte, assign bool, epoch int32, check func([]byte, int) (int, error)) (AppendInfo, error) {
 	if l.closed {
 		return AppendInfo{}, ErrClosed
 	}
@@ -199,7 +208,7 @@ func (l *Log) appendLocked(bufs [][]byte, assign bool, epoch int32) (AppendInfo,
 	l.pending = l.pending[:0]
 	for bi, p := range bufs {
 		for at := 0; at < len(p); {
-			size, err := ValidateBatch(p[at:], l.cfg.MaxBatchBytes)
+			size, err := check(p[at:], l.cfg.MaxBatchBytes)
 			if err != nil {
 				return AppendInfo{}, fmt.Errorf("log: batch %d: %w", len(l.pending), err)
 			}

@@ -107,6 +107,44 @@ func TestAppendRejectsInvalidBatchesAndWritesNothing(t *testing.T) {
 	mustAppend(t, l, good)
 }
 
+// AppendVecValidated refuses every framing error AppendVec refuses; the
+// CRC and the records are the caller's (it ran ValidateBatch), so a batch
+// whose CRC is wrong is written as it is.
+func TestAppendVecValidatedChecksFraming(t *testing.T) {
+	l := openTest(t, t.TempDir(), Config{MaxBatchBytes: 2000})
+	defer l.Close()
+	good := mkBatch(3, 10, 1)
+	big := mkBatch(10, 300, 1)
+	cases := map[string][]byte{
+		"truncated": good[:len(good)-3],
+		"too large": big,
+		"magic":     func() []byte { b := append([]byte(nil), good...); b[magicOff] = 1; return b }(),
+		"delta":     func() []byte { b := append([]byte(nil), good...); b[recordCountOff+3] = 2; return b }(),
+	}
+	for name, p := range cases {
+		if _, err := l.AppendVecValidated([][]byte{p}, 0); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+		if _, err := CheckBatchFrame(p, 2000); err == nil {
+			t.Errorf("%s: CheckBatchFrame accepted it", name)
+		}
+	}
+	if l.EndOffset() != 0 {
+		t.Fatalf("something was written: end %d", l.EndOffset())
+	}
+	badCRC := append([]byte(nil), good...)
+	badCRC[len(badCRC)-1] ^= 0xff
+	if _, err := ValidateBatch(badCRC, 0); err == nil {
+		t.Fatal("ValidateBatch accepted a wrong CRC")
+	}
+	if _, err := l.AppendVecValidated([][]byte{good, badCRC}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if l.EndOffset() != 6 {
+		t.Fatalf("end %d after two batches of 3", l.EndOffset())
+	}
+}
+
 func putCRC(b []byte) {
 	c := Batch(b).ComputeCRC()
 	b[crcOff], b[crcOff+1], b[crcOff+2], b[crcOff+3] = byte(c>>24), byte(c>>16), byte(c>>8), byte(c)

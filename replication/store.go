@@ -223,13 +223,21 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	}
 	s.bufs = s.bufs[:0]
 	durable := false
+	// A follower checks every batch its leader sent in full; a leader's
+	// batches were checked in full by StartAppend, and since then only
+	// their offsets and epochs (outside the CRC) are rewritten.
+	following := s.follower != nil && s.follower()
+	check := log.ValidateBatch
+	if s.follower != nil && !following {
+		check = log.CheckBatchFrame
+	}
 	for i, l := range logs {
 		if i > 0 && l.Index != logs[i-1].Index+1 {
 			return fmt.Errorf("replication: entries %d and %d not contiguous", logs[i-1].Index, l.Index)
 		}
 		var b []byte
 		if l.Type == raft.LogCommand {
-			size, err := log.ValidateBatch(l.Data, 0)
+			size, err := check(l.Data, 0)
 			if err != nil {
 				return fmt.Errorf("replication: entry %d: %w", l.Index, err)
 			}
@@ -257,7 +265,6 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 		}
 		s.first = logs[0].Index
 	}
-	following := s.follower != nil && s.follower()
 	if following {
 		next := s.log.EndOffset()
 		for i, b := range s.bufs {
@@ -268,7 +275,7 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 			next += int64(bb.LastOffsetDelta()) + 1
 		}
 	}
-	if _, err := s.log.AppendVec(s.bufs, -1); err != nil {
+	if _, err := s.log.AppendVecValidated(s.bufs, -1); err != nil {
 		return fmt.Errorf("replication: store entries %d-%d: %w", logs[0].Index, logs[len(logs)-1].Index, err)
 	}
 	for _, b := range s.bufs {
