@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -44,6 +45,7 @@ type pcluster struct {
 	// spare is the node the member nemesis adds and removes (nil: none).
 	spare *pnode
 	moved map[int32][]int32 // partitions moved onto the spare: their replicas before
+	out   string            // the run's results folder
 }
 
 func freePort() string {
@@ -61,7 +63,7 @@ func startCluster(bin, out string, n, partitions int, net *netns, dock *dockerNe
 	if dock != nil {
 		net = dock.net
 	}
-	c := &pcluster{bin: bin, net: net, dock: dock, moved: map[int32][]int32{}}
+	c := &pcluster{bin: bin, net: net, dock: dock, moved: map[int32][]int32{}, out: out}
 	var gossip []string
 	total := n
 	if spare {
@@ -106,7 +108,7 @@ func (c *pcluster) start(nd *pnode, partitions int) error {
 		"--kafka-addr", nd.kafka, "--raft-addr", nd.raft, "--gossip-addr", nd.gossip, "--http-addr", nd.httpAddr,
 		"--join", c.join, "--boot-id-file", nd.bootFile, "--expect-nodes", strconv.Itoa(len(c.nodes)),
 		"--controller-voters", strconv.Itoa(min(3, len(c.nodes))), "--default-partitions", strconv.Itoa(partitions),
-		"--log-json", "--log-level", "info"}
+		"--log-json", "--log-level", "info", "--pprof"}
 	cmd := exec.Command(c.bin, args...)
 	switch {
 	case c.dock != nil:
@@ -569,33 +571,106 @@ func (c *pcluster) addSpare(rng *rand.Rand) (string, error) {
 	target := append([]int32(nil), p.Replicas...)
 	out := rng.IntN(len(target))
 	target[out] = int32(sp.id)
+	// Recorded before the move: one that does not end in time goes on in
+	// the cluster, and the heal has to move it back all the same.
+	c.moved[p.Partition] = p.Replicas
 	if err := c.reassign(ctx, adm, p.Partition, target); err != nil {
+		c.dump("member-add")
 		return "", err
 	}
-	c.moved[p.Partition] = p.Replicas
 	return fmt.Sprintf("node %d added; partition %d moved %v → %v", sp.id, p.Partition, p.Replicas, target), nil
 }
 
-// removeSpare moves every partition on the spare back where it was and
-// stops the spare.
+// removeSpare moves every partition with a replica on the spare back
+// where it was, and stops the spare once none has one: what the cluster
+// says of its assignment decides, not what the nemesis thinks it did (a
+// move that did not end in time may end later).
 func (c *pcluster) removeSpare() {
 	cl, adm, err := c.admin()
-	if err == nil {
-		defer cl.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		defer cancel()
-		for p, before := range c.moved {
-			if err := c.reassign(ctx, adm, p, before); err == nil {
-				delete(c.moved, p)
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	sp := int32(c.spare.id)
+	onSpare := func() (map[int32][]int32, error) {
+		td, err := adm.ListTopics(ctx, topic)
+		if err != nil {
+			return nil, err
+		}
+		out := map[int32][]int32{}
+		for _, pd := range td[topic].Partitions {
+			if slices.Contains(pd.Replicas, sp) {
+				out[pd.Partition] = pd.Replicas
 			}
 		}
+		return out, nil
 	}
-	if len(c.moved) == 0 && c.spare.running() {
+	held, err := onSpare()
+	if err != nil {
+		return
+	}
+	for p, reps := range held {
+		back, ok := c.moved[p]
+		if !ok || slices.Contains(back, sp) {
+			// Not a move of the nemesis: the spare's replica goes to a
+			// node that has none.
+			back = nil
+			for _, nd := range c.nodes {
+				if id := int32(nd.id); !slices.Contains(reps, id) && len(back) == 0 {
+					back = append([]int32(nil), reps...)
+					back[slices.Index(back, sp)] = id
+				}
+			}
+		}
+		if back == nil {
+			continue
+		}
+		if err := c.reassign(ctx, adm, p, back); err != nil {
+			c.dump("member-remove")
+			continue
+		}
+		delete(c.moved, p)
+	}
+	if held, err = onSpare(); err != nil || len(held) > 0 {
+		return // the spare keeps running while it holds a replica
+	}
+	clear(c.moved)
+	if c.spare.running() {
 		c.spare.signal(syscall.SIGTERM)
 		select {
 		case <-c.spare.done:
 		case <-time.After(30 * time.Second):
 			c.spare.kill()
+		}
+	}
+}
+
+// dump saves what every running node is doing (its goroutines and its
+// /v1/status) under stuck/ in the results folder, for a heal that did not
+// come: the nodes are started with --pprof.
+func (c *pcluster) dump(label string) {
+	dir := filepath.Join(c.out, "stuck")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return
+	}
+	stamp := time.Now().UTC().Format("150405.000")
+	hc := &http.Client{Timeout: 10 * time.Second}
+	for _, nd := range append(append([]*pnode(nil), c.nodes...), c.spare) {
+		if nd == nil || !nd.running() {
+			continue
+		}
+		for _, what := range []struct{ path, name string }{
+			{"/debug/pprof/goroutine?debug=2", "goroutines"}, {"/v1/status", "status"},
+		} {
+			resp, err := hc.Get("http://" + nd.httpAddr + what.path)
+			if err != nil {
+				continue
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%s-n%d-%s.txt", stamp, label, nd.id, what.name)), b, 0o644)
 		}
 	}
 }

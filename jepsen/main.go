@@ -324,7 +324,8 @@ func run(cfg runConfig) (Result, error) {
 		faults = append(faults, f)
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		if err := c.waitReady(ctx); err != nil {
-			say("after %s: cluster not ready: %v", kind, err)
+			say("after %s: cluster not ready: %v (the nodes' goroutines and status are saved under stuck/)", kind, err)
+			c.dump("not-ready-after-" + kind)
 		}
 		cancel()
 	}
