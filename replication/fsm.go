@@ -99,6 +99,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	if last > 0 {
 		f.advance(hw, last)
+		f.store.releaseApplied(last)
 	}
 	return out
 }

@@ -42,11 +42,12 @@ type logStore struct {
 	// (0: any).
 	next uint64
 	bufs [][]byte
-	// cache holds the entries a leader stored last, by index modulo its
-	// size, for its replication to read back for every follower. It is
-	// bounded in entries and in bytes (cacheBytes ≤ entryCacheBytes): a
-	// produced entry's bytes are a slice of the Kafka request that carried
-	// it, which the cache keeps alive. A follower caches nothing.
+	// cache holds the entries stored last, by index modulo its size: a
+	// leader's replication reads each back for every follower, a
+	// follower's FSM reads each back to apply it. It is bounded in entries
+	// and in bytes (cacheBytes ≤ entryCacheBytes): a produced entry's
+	// bytes are a slice of the Kafka request that carried it, which the
+	// cache keeps alive. A follower's entries leave it once applied.
 	cache      [entryCacheSize]*raft.Log
 	cacheBytes int
 	cacheUsed  bool // some slot may be set
@@ -281,11 +282,7 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	for _, b := range s.bufs {
 		s.ents = append(s.ents, entryPos{offset: log.Batch(b).BaseOffset(), next: log.Batch(b).NextOffset()})
 	}
-	if following {
-		s.clearCache()
-	} else {
-		s.cacheEntries(logs)
-	}
+	s.cacheEntries(logs)
 	s.bufs = s.bufs[:0]
 	if durable {
 		return s.log.Flush()
@@ -313,6 +310,26 @@ func (s *logStore) cacheEntries(logs []*raft.Log) {
 		if *slot != nil && (*slot).Index == i {
 			s.cacheBytes -= len((*slot).Data)
 			*slot = nil
+		}
+	}
+}
+
+// releaseApplied drops the cached entries up to index once the FSM has
+// applied them, on a follower: nothing reads them again there (a leader
+// keeps them for followers that lag).
+func (s *logStore) releaseApplied(index uint64) {
+	if s.follower == nil || !s.follower() {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cacheBytes == 0 && !s.cacheUsed {
+		return
+	}
+	for i, c := range s.cache {
+		if c != nil && c.Index <= index {
+			s.cacheBytes -= len(c.Data)
+			s.cache[i] = nil
 		}
 	}
 }

@@ -208,9 +208,9 @@ func TestControlBatchesAreKafkaControlBatches(t *testing.T) {
 	}
 }
 
-// The entry cache holds at most entryCacheBytes of a leader's entries
-// (always the newest), nothing on a follower, and an entry it dropped is
-// read back from the log unchanged.
+// The entry cache holds at most entryCacheBytes (always the newest
+// entry), a follower's entries only until applied, and an entry it
+// dropped is read back from the log unchanged.
 func TestLogStoreCacheBounded(t *testing.T) {
 	fs, idx := vfs.NewMem(), t.TempDir()
 	l, err := log.Open("/r/log", log.WithFS(fs), log.WithIndexDir(idx))
@@ -262,15 +262,27 @@ func TestLogStoreCacheBounded(t *testing.T) {
 		}
 	}
 	following = true
-	if err := s.StoreLogs([]*raft.Log{{Index: 41, Term: 2, Type: raft.LogCommand, Data: testBatch(41, 100)}}); err != nil {
+	if err := s.StoreLogs([]*raft.Log{{Index: 41, Term: 2, Type: raft.LogCommand, Data: testBatch(41, 100)}, {Index: 42, Term: 2, Type: raft.LogCommand, Data: testBatch(42, 100)}}); err != nil {
 		t.Fatal(err)
 	}
+	if c := s.cache[41%entryCacheSize]; c == nil || c.Index != 41 {
+		t.Fatal("a follower does not cache the entry it stored for its FSM")
+	}
+	s.releaseApplied(41)
 	for i, c := range s.cache {
-		if c != nil {
-			t.Fatalf("a follower's cache holds entry %d in slot %d", c.Index, i)
+		if c != nil && c.Index <= 41 {
+			t.Fatalf("a follower's cache still holds applied entry %d in slot %d", c.Index, i)
 		}
 	}
-	if s.cacheBytes != 0 {
-		t.Fatalf("a follower's cache counts %d bytes", s.cacheBytes)
+	if c := s.cache[42%entryCacheSize]; c == nil || c.Index != 42 {
+		t.Fatal("a follower dropped an entry not yet applied")
+	}
+	if want := len(s.cache[42%entryCacheSize].Data); s.cacheBytes != want {
+		t.Fatalf("a follower's cache counts %d bytes, holds %d", s.cacheBytes, want)
+	}
+	following = false
+	s.releaseApplied(42)
+	if s.cache[42%entryCacheSize] == nil {
+		t.Fatal("a leader dropped an applied entry its followers may still need")
 	}
 }
