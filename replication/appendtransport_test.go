@@ -301,7 +301,7 @@ func TestAppendTransportRPCs(t *testing.T) {
 				hbMu.Unlock()
 				rpc.Respond(&raft.AppendEntriesResponse{Term: rpc.Command.(*raft.AppendEntriesRequest).Term, Success: true}, nil)
 			})
-			go answer(b.Consumer(), 3+20, got)
+			go answer(b.Consumer(), 3+1+20, got)
 
 			rng := rand.New(rand.NewPCG(5, 6))
 			// Synchronous appends: a success, a refusal, an error answer.
@@ -333,6 +333,21 @@ func TestAppendTransportRPCs(t *testing.T) {
 			hbMu.Lock()
 			if heartbeats != 1 {
 				t.Fatalf("%d heartbeats handled", heartbeats)
+			}
+			hbMu.Unlock()
+			// One that looks like a heartbeat but carries an entry is an
+			// append, for the consumer.
+			hbLike := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ID: []byte("a"), Addr: []byte("a-addr")}, Term: 4,
+				Entries: []*raft.Log{{Index: 1, Term: 4, Type: raft.LogCommand, Data: []byte("x")}}}
+			if err := a.AppendEntries("b", target, hbLike, new(raft.AppendEntriesResponse)); err != nil {
+				t.Fatal(err)
+			}
+			if err := sameAppendRequest(hbLike, <-got); err != nil {
+				t.Fatal(err)
+			}
+			hbMu.Lock()
+			if heartbeats != 1 {
+				t.Fatalf("an append with an entry went to the heartbeat handler")
 			}
 			hbMu.Unlock()
 

@@ -64,9 +64,9 @@ const (
 	// maxWireData bounds one entry's data and extensions (a Kafka batch is
 	// bounded far lower by max.message.bytes).
 	maxWireData = 256 << 20
-	// wireExactAlloc: entries up to this size are read into a buffer of
-	// their size at once.
-	wireExactAlloc = 16 << 20
+	// wireExactAlloc: entries up to this size (a Kafka batch is at most
+	// 1 MiB by default) are read into a buffer of their size at once.
+	wireExactAlloc = 4 << 20
 )
 
 var errWireFormat = errors.New("replication: malformed append request")
@@ -152,11 +152,21 @@ func (ww *wireWriter) writeAppendRequest(req *raft.AppendEntriesRequest) error {
 			return err
 		}
 	}
-	ww.buf = b[:0]
+	ww.keep(b)
 	if _, err := ww.w.Write(b); err != nil {
 		return err
 	}
 	return ww.w.Flush()
+}
+
+// keep keeps b's array for the next message unless it grew large (many
+// small entries gathered in one request).
+func (ww *wireWriter) keep(b []byte) {
+	if cap(b) > 64<<10 {
+		ww.buf = nil
+		return
+	}
+	ww.buf = b[:0]
 }
 
 // writeAppendResponse writes resp (nil: a zero response) and the error
@@ -174,6 +184,11 @@ func (ww *wireWriter) writeAppendResponse(resp *raft.AppendEntriesResponse, rpcE
 	}
 	if resp.NoRetryBackoff {
 		flags |= wireFlagNoBackoff
+	}
+	// As raft.NetworkTransport: an error is its text, and no text is no
+	// error.
+	if rpcErr != nil && rpcErr.Error() == "" {
+		rpcErr = nil
 	}
 	if rpcErr != nil {
 		flags |= wireFlagError

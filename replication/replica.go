@@ -342,9 +342,9 @@ func Open(cfg Config) (*Replica, error) {
 	conf.BatchApplyCh = true
 	conf.NoSnapshotRestoreOnStart = true
 	conf.ShutdownOnRemove = false
-	r.store.follower = func() bool {
+	r.store.leader = func() bool {
 		rf := r.raftp.Load()
-		return rf != nil && rf.State() == raft.Follower
+		return rf != nil && rf.State() == raft.Leader
 	}
 	if r.raft, err = raft.NewRaft(conf, r.fsm, r.store, r.stable, r.snaps, r.guard); err != nil {
 		r.guard.Close()

@@ -53,10 +53,13 @@ type logStore struct {
 	cacheUsed  bool // some slot may be set
 	// applied is the FSM's last applied index (set once the FSM exists).
 	applied func() uint64
-	// follower reports whether the replica follows: then every produced
-	// batch arrives with the offset its leader assigned, which must be the
-	// one this log assigns (a check that the replicas' offsets never drift).
-	follower func() bool
+	// leader reports whether the replica leads. Only a leader stores
+	// entries it proposed itself; in any other state (follower, candidate,
+	// starting, shutting down) what it stores came from a leader: checked
+	// in full, and each produced batch carries the offset its leader
+	// assigned, which must be the one this log assigns (a check that the
+	// replicas' offsets never drift). Nil: never the leader.
+	leader func() bool
 }
 
 const (
@@ -224,12 +227,12 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	}
 	s.bufs = s.bufs[:0]
 	durable := false
-	// A follower checks every batch its leader sent in full; a leader's
-	// batches were checked in full by StartAppend, and since then only
-	// their offsets and epochs (outside the CRC) are rewritten.
-	following := s.follower != nil && s.follower()
+	// A leader's batches were checked in full by StartAppend, and since
+	// then only their offsets and epochs (outside the CRC) are rewritten;
+	// any other replica checks every batch its leader sent in full.
+	leading := s.leader != nil && s.leader()
 	check := log.ValidateBatch
-	if s.follower != nil && !following {
+	if leading {
 		check = log.CheckBatchFrame
 	}
 	for i, l := range logs {
@@ -266,7 +269,7 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 		}
 		s.first = logs[0].Index
 	}
-	if following {
+	if !leading {
 		next := s.log.EndOffset()
 		for i, b := range s.bufs {
 			bb := log.Batch(b)
@@ -301,7 +304,10 @@ func (s *logStore) cacheEntries(logs []*raft.Log) {
 		if *slot != nil {
 			s.cacheBytes -= len((*slot).Data)
 		}
-		*slot = l
+		// A copy: l may sit in a block of entries decoded together, which
+		// a pointer to it would keep alive with every entry's data.
+		c := *l
+		*slot = &c
 		s.cacheBytes += len(l.Data)
 	}
 	last := logs[len(logs)-1].Index
@@ -318,7 +324,7 @@ func (s *logStore) cacheEntries(logs []*raft.Log) {
 // applied them, on a follower: nothing reads them again there (a leader
 // keeps them for followers that lag).
 func (s *logStore) releaseApplied(index uint64) {
-	if s.follower == nil || !s.follower() {
+	if s.leader != nil && s.leader() {
 		return
 	}
 	s.mu.Lock()

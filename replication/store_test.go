@@ -2,7 +2,9 @@ package replication
 
 import (
 	"bytes"
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -221,8 +223,8 @@ func TestLogStoreCacheBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	following := false
-	s.follower = func() bool { return following }
+	leading := true
+	s.leader = func() bool { return leading }
 	const size = 900 << 10
 	var ents []*raft.Log
 	for i := 1; i <= 40; i++ {
@@ -261,7 +263,7 @@ func TestLogStoreCacheBounded(t *testing.T) {
 			t.Fatalf("entry %d differs", want.Index)
 		}
 	}
-	following = true
+	leading = false
 	if err := s.StoreLogs([]*raft.Log{{Index: 41, Term: 2, Type: raft.LogCommand, Data: testBatch(41, 100)}, {Index: 42, Term: 2, Type: raft.LogCommand, Data: testBatch(42, 100)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -280,9 +282,43 @@ func TestLogStoreCacheBounded(t *testing.T) {
 	if want := len(s.cache[42%entryCacheSize].Data); s.cacheBytes != want {
 		t.Fatalf("a follower's cache counts %d bytes, holds %d", s.cacheBytes, want)
 	}
-	following = false
+	leading = true
 	s.releaseApplied(42)
 	if s.cache[42%entryCacheSize] == nil {
 		t.Fatal("a leader dropped an applied entry its followers may still need")
+	}
+}
+
+// Only a leader trusts the CRC its StartAppend checked: a replica in any
+// other state (following, a candidate, not yet started: no leader
+// function) refuses a batch whose CRC is wrong, and its offset drift
+// check runs.
+func TestLogStoreChecksWhatALeaderSent(t *testing.T) {
+	bad := testBatch(1, 100)
+	bad[len(bad)-1] ^= 0xff
+	for _, state := range []string{"no raft yet", "not leading", "leading"} {
+		fs, idx := vfs.NewMem(), t.TempDir()
+		_, s := openTestStore(t, fs, idx)
+		switch state {
+		case "not leading":
+			s.leader = func() bool { return false }
+		case "leading":
+			s.leader = func() bool { return true }
+		}
+		err := s.StoreLogs([]*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand, Data: append([]byte(nil), bad...)}})
+		if state == "leading" {
+			if err != nil {
+				t.Fatalf("%s: %v (a leader checks the framing only)", state, err)
+			}
+			continue
+		}
+		if !errors.Is(err, log.ErrCorruptBatch) {
+			t.Fatalf("%s: a batch with a wrong CRC: %v", state, err)
+		}
+		drifted := testBatch(2, 100)
+		log.Batch(drifted).SetBaseOffset(7) // the log end is 0
+		if err := s.StoreLogs([]*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand, Data: drifted}}); err == nil || !strings.Contains(err.Error(), "drifted") {
+			t.Fatalf("%s: a batch at another offset than this log's: %v", state, err)
+		}
 	}
 }
