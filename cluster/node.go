@@ -26,6 +26,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 	"github.com/raftlog/raftlog/log"
+	"github.com/raftlog/raftlog/log/vfs"
 	"github.com/raftlog/raftlog/replication"
 )
 
@@ -57,6 +58,10 @@ type Config struct {
 	LogConfig          log.Config
 	Raft               replication.RaftConfig
 	Logger             hclog.Logger
+	// FS is the file system of the replicas' logs (default the operating
+	// system's; tests inject write failures). With one, the mmapped
+	// indexes go to <replica dir>/index on the operating system's.
+	FS vfs.FS
 	// LocalGossip selects memberlist's fast local-network timings.
 	LocalGossip bool
 	// AcceptDataLoss releases the vote guard of every replica this node
@@ -112,6 +117,9 @@ type Node struct {
 
 	started time.Time
 	heal    healState // owned by healLoop
+	// stopped tracks the replicas a write error stopped (owned by the
+	// reconcile loop): reopened with a growing backoff.
+	stopped map[string]*stoppedReplica
 
 	kick   chan struct{}
 	stop   chan struct{}
@@ -259,9 +267,13 @@ func partitionDir(topic string, p int32) string { return fmt.Sprintf("%s-%d", to
 // openReplica opens a local replica of group in dir (under DataDir).
 func (n *Node) openReplica(group, dirName string, lc log.Config) (*replication.Replica, error) {
 	dir := filepath.Join(n.cfg.DataDir, dirName)
-	r, err := replication.Open(replication.Config{
+	indexDir := ""
+	if n.cfg.FS != nil {
+		indexDir = filepath.Join(dir, "index") // mmapped: on the OS's file system
+	}
+	r, err := replication.Open(replication.Config{IndexDir: indexDir,
 		Group: group, NodeID: strconv.Itoa(int(n.cfg.NodeID)), ServerID: serverID(n.cfg.NodeID, n.incarnation),
-		Dir: dir, Log: lc, Mux: n.mux, Logger: n.logger, BootID: n.cfg.BootID, Raft: n.cfg.Raft,
+		Dir: dir, Log: lc, Mux: n.mux, Logger: n.logger, BootID: n.cfg.BootID, Raft: n.cfg.Raft, FS: n.cfg.FS,
 		ProducerIDExpiration: n.cfg.ProducerIDExpiration, MaxProducerIDs: n.cfg.MaxProducerIDs,
 	})
 	if err == nil && n.cfg.AcceptDataLoss && r.Gated() {
@@ -380,6 +392,12 @@ func (n *Node) Ready() (bool, string) {
 		if r.Gated() {
 			return false, "replica " + g + " is gated: " + r.GateReason()
 		}
+		if err := r.WriteError(); err != nil {
+			return false, "replica " + g + " stopped by a write error: " + err.Error()
+		}
+	}
+	if err := n.ctrl.WriteError(); err != nil {
+		return false, "the controller replica stopped by a write error: " + err.Error()
 	}
 	return true, ""
 }

@@ -35,6 +35,7 @@ func (n *Node) reconcileLoop() {
 }
 
 func (n *Node) reconcile() {
+	n.reopenStopped(time.Now())
 	n.bootstrapController()
 	if n.ctrl.IsLeader() {
 		n.leadController()
@@ -111,6 +112,72 @@ func (n *Node) reconcile() {
 	n.mu.Unlock()
 	for _, g := range drop {
 		n.dropReplica(g)
+	}
+}
+
+// A replica whose log a write error stopped (a full disk, an I/O error)
+// stores nothing more: as a follower it refuses every append, as a leader
+// it steps down. It is closed and opened again, which recovers its log
+// (the unclean close leaves no clean marker, so the scan repairs whatever
+// the failed write left) and lets it catch up from its leader. Same boot:
+// the page cache holds everything it wrote before, so the vote guard
+// does not gate it. A write that keeps failing is retried after 2 s,
+// 4 s, ... up to stoppedMaxBackoff; a replica that has stored without
+// error for stoppedResetAfter starts from 2 s again.
+type stoppedReplica struct {
+	attempts int
+	next     time.Time // earliest reopen
+	since    time.Time // last reopen
+}
+
+const (
+	stoppedFirstBackoff = 2 * time.Second
+	stoppedMaxBackoff   = 2 * time.Minute
+	stoppedResetAfter   = 5 * time.Minute
+)
+
+// reopenStopped closes the replicas stopped by a write error whose
+// backoff has passed; ensureReplica then opens them again.
+func (n *Node) reopenStopped(now time.Time) {
+	if n.stopped == nil {
+		n.stopped = map[string]*stoppedReplica{}
+	}
+	n.mu.Lock()
+	reps := make(map[string]*replication.Replica, len(n.replicas))
+	for g, r := range n.replicas {
+		reps[g] = r
+	}
+	n.mu.Unlock()
+	for g, st := range n.stopped {
+		if r, ok := reps[g]; !ok || (r.WriteError() == nil && now.Sub(st.since) >= stoppedResetAfter) {
+			delete(n.stopped, g)
+		}
+	}
+	for g, r := range reps {
+		werr := r.WriteError()
+		if werr == nil {
+			continue
+		}
+		st := n.stopped[g]
+		if st == nil {
+			st = &stoppedReplica{next: now.Add(stoppedFirstBackoff)}
+			n.stopped[g] = st
+			n.logger.Error("replica stopped by a write error; it is reopened", "group", g, "error", werr, "after", stoppedFirstBackoff)
+			continue
+		}
+		if now.Before(st.next) {
+			continue
+		}
+		st.attempts++
+		st.since = now
+		st.next = now.Add(min(stoppedFirstBackoff<<min(st.attempts, 10), stoppedMaxBackoff))
+		n.mu.Lock()
+		if n.replicas[g] == r {
+			delete(n.replicas, g)
+		}
+		n.mu.Unlock()
+		r.Close() // the log's error again: it is why the replica closes
+		n.logger.Warn("reopening replica after a write error", "group", g, "attempt", st.attempts, "error", werr)
 	}
 }
 

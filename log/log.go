@@ -56,11 +56,14 @@ type Log struct {
 	mu   sync.RWMutex
 	segs []*segment
 
+	// failed is werr for readers that do not take wmu (Err).
+	failed atomic.Pointer[error]
+
 	start atomic.Int64 // log start offset
 	pin   atomic.Int64 // segments holding offsets at or past it are never deleted from the front
 
 	// Writer state, under wmu.
-	werr          error // sticky write error
+	werr          error // sticky write error (set through stop)
 	closed        bool
 	unflushedMsgs int64
 	recoveryPoint int64
@@ -291,7 +294,7 @@ func (l *Log) writePending(bufs [][]byte) error {
 		}
 		pos := seg.size.Load()
 		if err := vfs.WriteVecAt(seg.f, l.iov, pos); err != nil {
-			l.werr = fmt.Errorf("log: write %s at %d: %w", seg.logPath, pos, err)
+			l.stop(fmt.Errorf("log: write %s at %d: %w", seg.logPath, pos, err))
 			return l.werr
 		}
 		seg.unsynced = true
@@ -299,7 +302,7 @@ func (l *Log) writePending(bufs [][]byte) error {
 			pb := &l.pending[k]
 			b := Batch(bufs[pb.buf][pb.start : pb.start+pb.size])
 			if err := seg.observe(b, pos, interval); err != nil && !errors.Is(err, index.ErrFull) {
-				l.werr = fmt.Errorf("log: index %s: %w", seg.logPath, err)
+				l.stop(fmt.Errorf("log: index %s: %w", seg.logPath, err))
 				return l.werr
 			}
 			pos += int64(pb.size)
@@ -338,17 +341,17 @@ func (l *Log) roll(base int64) error {
 	old := l.segs[len(l.segs)-1]
 	// fsync outside mu: readers go on while the disk works.
 	if err := old.sync(); err != nil {
-		l.werr = fmt.Errorf("log: sync %s: %w", old.logPath, err)
+		l.stop(fmt.Errorf("log: sync %s: %w", old.logPath, err))
 		return l.werr
 	}
 	seg, err := openSegmentFiles(l.fs, l.dir, l.indexDir, base, l.cfg, true, true)
 	if err != nil {
-		l.werr = err
+		l.stop(err)
 		return err
 	}
 	if err := l.fs.SyncDir(l.dir); err != nil {
 		seg.delete(l.fs)
-		l.werr = fmt.Errorf("log: sync dir: %w", err)
+		l.stop(fmt.Errorf("log: sync dir: %w", err))
 		return l.werr
 	}
 	l.mu.Lock()
@@ -359,7 +362,7 @@ func (l *Log) roll(base int64) error {
 	l.mu.Unlock()
 	if err != nil {
 		seg.delete(l.fs)
-		l.werr = err
+		l.stop(err)
 		return err
 	}
 	l.logger.Info("segment rolled", "dir", l.dir, "sealed", old.base, "size", old.size.Load(), "new", base)
@@ -375,7 +378,7 @@ func (l *Log) writeCheckpointLocked() error {
 		return nil
 	}
 	if err := writeCheckpoint(l.fs, l.dir, c); err != nil {
-		l.werr = fmt.Errorf("log: checkpoint: %w", err)
+		l.stop(fmt.Errorf("log: checkpoint: %w", err))
 		return l.werr
 	}
 	l.checkpointed = c
@@ -398,7 +401,7 @@ func (l *Log) flushLocked() error {
 	}
 	active := l.segs[len(l.segs)-1]
 	if err := active.sync(); err != nil {
-		l.werr = fmt.Errorf("log: sync %s: %w", active.logPath, err)
+		l.stop(fmt.Errorf("log: sync %s: %w", active.logPath, err))
 		return l.werr
 	}
 	l.unflushedMsgs = 0
@@ -453,6 +456,25 @@ func (l *Log) flushLoop(every time.Duration) {
 			l.wmu.Unlock()
 		}
 	}
+}
+
+// stop makes err the log's sticky write error: every later write fails
+// with it, since what the failed write left on disk is not known until a
+// recovery has scanned it.
+func (l *Log) stop(err error) {
+	l.werr = err
+	l.failed.Store(&err)
+}
+
+// Err is the write error that stopped the log, nil while it writes. After
+// a failed write (a full disk, an I/O error) every write fails the same
+// way until the log is closed and opened again: the recovery of the open
+// repairs whatever the failed write left behind.
+func (l *Log) Err() error {
+	if p := l.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Close fsyncs the log, trims the indexes, writes the checkpoint and the

@@ -675,9 +675,12 @@ func TestConcurrentReadersSeeWholeBatches(t *testing.T) {
 }
 
 func TestWriteErrorsAreSticky(t *testing.T) {
-	fs, _, l := memLog(t, Config{})
+	fs, idx, l := memLog(t, Config{})
 	defer l.Close()
 	mustAppend(t, l, mkBatch(1, 10, 1))
+	if err := l.Err(); err != nil {
+		t.Fatalf("Err before any failure: %v", err)
+	}
 	boom := errors.New("disk on fire")
 	fs.SetHook(func(op int, kind, name string) error {
 		if kind == vfs.OpWriteAt {
@@ -695,8 +698,22 @@ func TestWriteErrorsAreSticky(t *testing.T) {
 	if err := l.Flush(); !errors.Is(err, boom) {
 		t.Fatalf("flush: %v", err)
 	}
+	if err := l.Err(); !errors.Is(err, boom) {
+		t.Fatalf("Err: %v", err)
+	}
 	if err := l.Close(); !errors.Is(err, boom) {
 		t.Fatalf("close: %v", err)
+	}
+	// Opened again, the log recovers (no clean marker was written) and
+	// writes.
+	l2 := openTest(t, "/p/t-0", Config{}, WithFS(fs), WithIndexDir(idx))
+	defer l2.Close()
+	if l2.Recovery().Clean || l2.Err() != nil {
+		t.Fatalf("reopened: %+v, Err %v", l2.Recovery(), l2.Err())
+	}
+	mustAppend(t, l2, mkBatch(1, 10, 1))
+	if l2.EndOffset() != 2 {
+		t.Fatalf("end %d after the failed append and one more", l2.EndOffset())
 	}
 }
 

@@ -201,8 +201,11 @@ func (t *appendTransport) AppendEntriesPipeline(id raft.ServerID, target raft.Se
 		// decoder waits for the answer to the one before, so a buffer of
 		// maxInFlight-2 lets maxInFlight be in flight.
 		inprogress: make(chan *appendFuture, t.maxInFlight-2),
-		done:       make(chan raft.AppendFuture, t.maxInFlight-2),
-		shutdown:   make(chan struct{}),
+		// Room for every answer in flight and more: raft stops reading
+		// answers when one fails, and its sender may still write a
+		// request or two before it sees that (see AppendEntries).
+		done:     make(chan raft.AppendFuture, t.maxInFlight+pipelineSlack),
+		shutdown: make(chan struct{}),
 	}
 	go p.decode()
 	return p, nil
@@ -345,6 +348,12 @@ func abort(c net.Conn) {
 	c.Close()
 }
 
+// pipelineSlack is how many answers beyond those in flight the decoder can
+// complete without raft reading them.
+const pipelineSlack = 4
+
+var errPipelineStalled = errors.New("replication: append pipeline stalled: its answers are not read")
+
 // appendPipeline is raft.AppendPipeline on one append stream.
 type appendPipeline struct {
 	t          *appendTransport
@@ -366,11 +375,26 @@ func (p *appendPipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *ra
 		abort(p.c.conn)
 		return nil, err
 	}
+	var stall <-chan time.Time
+	if p.t.timeout > 0 {
+		t := time.NewTimer(p.t.timeout)
+		defer t.Stop()
+		stall = t.C
+	}
 	select {
 	case p.inprogress <- f:
 		return f, nil
 	case <-p.shutdown:
 		return nil, raft.ErrPipelineShutdown
+	case <-stall:
+		// The decoder holds an answer nobody takes: raft's reader of the
+		// answers stopped (an answer failed) while its sender, not having
+		// seen that yet, went on writing. Without this bound both sides
+		// wait for each other forever and the follower is never sent
+		// anything again (raft.NetworkTransport's pipeline has the same
+		// hole); with it, raft leaves the pipeline and starts over.
+		abort(p.c.conn)
+		return nil, errPipelineStalled
 	}
 }
 

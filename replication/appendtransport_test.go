@@ -461,3 +461,37 @@ func (m *runtimeMem) read() {
 	runtime.ReadMemStats(&s)
 	m.total = s.TotalAlloc
 }
+
+// A pipeline whose answers nobody reads (raft stops reading when one
+// fails, and its sender may still be writing) does not block its sender
+// forever: past the transport's timeout the send fails and raft leaves the
+// pipeline.
+func TestAppendPipelineStallsOut(t *testing.T) {
+	p := newTransportPair(t, "g", true)
+	a := p.trans[0].(*appendTransport)
+	a.timeout = 300 * time.Millisecond
+	go answer(p.trans[1].Consumer(), 1000, make(chan *raft.AppendEntriesRequest, 1000))
+	pl, err := a.AppendEntriesPipeline("b", p.muxes[1].Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pl.Close()
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; i < 100; i++ {
+			if _, err := pl.AppendEntries(&raft.AppendEntriesRequest{Term: 1, PrevLogEntry: uint64(2 * i)}, new(raft.AppendEntriesResponse)); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, errPipelineStalled) {
+			t.Fatalf("sending into a pipeline nobody reads: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the sender blocks forever")
+	}
+}

@@ -601,6 +601,11 @@ func (r *Replica) Close() error {
 	return err
 }
 
+// WriteError is the write error that stopped the replica's log (a full
+// disk, an I/O error), nil while it writes. The replica then stores
+// nothing more until it is closed and opened again (cluster reopens it).
+func (r *Replica) WriteError() error { return r.log.Err() }
+
 // Kill stops the replica as a crash would: no fsync, no clean marker.
 // Tests use it before dropping unsynced bytes to simulate power loss.
 func (r *Replica) Kill() {

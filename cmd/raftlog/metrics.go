@@ -41,6 +41,7 @@ var (
 	descTerm          = partitionDesc("raft_term", "Current Raft term of the replica's group (the leader epoch).")
 	descLeader        = partitionDesc("leader", "1 when this replica leads its partition, else 0.")
 	descGated         = partitionDesc("gated", "1 when the vote guard holds this replica back, else 0.")
+	descWriteStopped  = partitionDesc("write_stopped", "1 when a write error (a full disk, an I/O error) stopped the replica's log until it is reopened, else 0.")
 	descCommitLag     = partitionDesc("commit_lag", "Log end offset minus high watermark: offsets written here and not yet known committed.")
 	descLastContact   = partitionDesc("raft_last_contact_seconds", "Seconds since a follower last heard from its leader (0 on the leader; absent before any contact).")
 	descRecDuration   = partitionDesc("recovery_duration_seconds", "Time the last open of the replica's log spent recovering it.")
@@ -54,6 +55,7 @@ var (
 	descPartitionsLed   = nodeDesc("partitions_led", "Partitions whose local replica leads.")
 	descUnderReplicated = nodeDesc("under_replicated_partitions", "Partitions led here with an assigned replica that is not a live member.")
 	descGatedReplicas   = nodeDesc("gated_replicas", "Local replicas the vote guard holds back.")
+	descStoppedReplicas = nodeDesc("write_stopped_replicas", "Local replicas a write error stopped (the node reopens them with a backoff).")
 	descControllerLead  = nodeDesc("controller_leader", "1 when this node leads the controller group, else 0.")
 	descBrokers         = nodeDesc("live_brokers", "Live members of the cluster as this node sees them.")
 	descOffsetGroups    = nodeDesc("offset_groups", "Consumer groups with committed offsets, as this node's metadata holds them.")
@@ -87,7 +89,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	local := nd.LocalReplicas()
-	led, gated := 0, 0
+	led, gated, stopped := 0, 0, 0
 	for _, lr := range local {
 		r := lr.Replica
 		l := r.Log()
@@ -101,6 +103,10 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		if isGated {
 			gated++
 		}
+		isStopped := r.WriteError() != nil
+		if isStopped {
+			stopped++
+		}
 		gauge(descLogStart, float64(l.StartOffset()), lbl...)
 		gauge(descLogEnd, float64(end), lbl...)
 		gauge(descHighWatermark, float64(hw), lbl...)
@@ -109,6 +115,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descTerm, float64(r.Term()), lbl...)
 		gauge(descLeader, b2f(leader), lbl...)
 		gauge(descGated, b2f(isGated), lbl...)
+		gauge(descWriteStopped, b2f(isStopped), lbl...)
 		gauge(descCommitLag, float64(max(end-hw, 0)), lbl...)
 		if leader {
 			gauge(descLastContact, 0, lbl...)
@@ -137,6 +144,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descPartitionsLed, float64(led))
 	gauge(descUnderReplicated, float64(under))
 	gauge(descGatedReplicas, float64(gated))
+	gauge(descStoppedReplicas, float64(stopped))
 	gauge(descControllerLead, b2f(nd.ControllerID() == nd.ID()))
 	gauge(descBrokers, float64(len(nd.Brokers())))
 	gauge(descOffsetGroups, float64(len(nd.Meta().OffsetGroups())))

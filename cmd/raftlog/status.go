@@ -49,6 +49,7 @@ type replicaStatus struct {
 	EndOffset      int64   `json:"end_offset"`
 	Gated          bool    `json:"gated"`
 	GateReason     string  `json:"gate_reason,omitempty"`
+	WriteError     string  `json:"write_error,omitempty"` // what stopped the log until it is reopened
 }
 
 func currentStatus(nd *cluster.Node) nodeStatus {
@@ -64,10 +65,17 @@ func currentStatus(nd *cluster.Node) nodeStatus {
 		st.Replicas = append(st.Replicas, replicaStatus{
 			Topic: lr.Topic, Partition: lr.Partition, Replicas: lr.Replicas, Leader: leader, Term: r.Term(),
 			HighWatermark: r.HighWatermark(), LogStartOffset: r.Log().StartOffset(), EndOffset: r.Log().EndOffset(),
-			Gated: r.Gated(), GateReason: r.GateReason(),
+			Gated: r.Gated(), GateReason: r.GateReason(), WriteError: errText(r.WriteError()),
 		})
 	}
 	return st
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 func statusHandler(nd *cluster.Node) http.HandlerFunc {

@@ -1,0 +1,115 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/raftlog/raftlog/cluster"
+	"github.com/raftlog/raftlog/cluster/clustertest"
+	"github.com/raftlog/raftlog/log/vfs"
+)
+
+// fullFS is the operating system's file system whose writes into log
+// segments fail with ENOSPC while full is set: a disk that filled up.
+type fullFS struct {
+	vfs.FS
+	full *atomic.Bool
+}
+
+type fullFile struct {
+	vfs.File
+	name string
+	full *atomic.Bool
+}
+
+func (f fullFS) wrap(name string, fl vfs.File, err error) (vfs.File, error) {
+	if err != nil {
+		return nil, err
+	}
+	return fullFile{File: fl, name: name, full: f.full}, nil
+}
+
+func (f fullFS) Create(name string) (vfs.File, error) {
+	fl, err := f.FS.Create(name)
+	return f.wrap(name, fl, err)
+}
+func (f fullFS) OpenRW(name string) (vfs.File, error) {
+	fl, err := f.FS.OpenRW(name)
+	return f.wrap(name, fl, err)
+}
+
+func (f fullFile) WriteAt(p []byte, off int64) (int, error) {
+	if f.full.Load() && strings.HasSuffix(f.name, ".log") {
+		return 0, syscall.ENOSPC
+	}
+	return f.File.WriteAt(p, off)
+}
+
+// TestReplicaReopensAfterWriteError: node 3's disk fills up. Its replica
+// of the partition stops at the first failed write (the log's error is
+// sticky), the node says why it is not ready, and the partition goes on
+// with the other two replicas. Once the disk has room again the node
+// reopens the replica, whose log recovers and catches up, without a
+// restart: every replica then holds the same records.
+func TestReplicaReopensAfterWriteError(t *testing.T) {
+	var full atomic.Bool
+	c := clustertest.StartWith(t, 3, nil, func(cfg *cluster.Config) {
+		if cfg.NodeID == 3 {
+			cfg.FS = fullFS{FS: vfs.OS, full: &full}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Nodes[0].CreateTopic(ctx, "full", 1, 3, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	add := func(v string) {
+		appendValue(t, c, nil, "full", 0, v)
+		want = append(want, v)
+	}
+	for i := 0; i < 5; i++ {
+		add(fmt.Sprintf("before-%d", i))
+	}
+	n3 := c.Nodes[2]
+	full.Store(true)
+	for i := 0; i < 5; i++ {
+		add(fmt.Sprintf("full-%d", i))
+	}
+	clustertest.WaitFor(t, "node 3's replica to stop on the full disk", 30*time.Second, func() bool {
+		r, ok := n3.Replica("full", 0)
+		return ok && r.WriteError() != nil
+	})
+	if ok, why := n3.Ready(); ok || !strings.Contains(why, "write error") {
+		t.Fatalf("node 3 ready=%v (%q) with a replica stopped by a write error", ok, why)
+	}
+	full.Store(false)
+	add("after")
+	clustertest.WaitFor(t, "node 3's replica to be reopened and caught up", 60*time.Second, func() bool {
+		r, ok := n3.Replica("full", 0)
+		if !ok || r.WriteError() != nil {
+			return false
+		}
+		_, lead := leaderOf(t, c, nil, "full", 0)
+		return r.Log().EndOffset() == lead.Log().EndOffset() && r.HighWatermark() == lead.HighWatermark()
+	})
+	clustertest.WaitFor(t, "node 3 to be ready", 30*time.Second, func() bool {
+		ok, _ := n3.Ready()
+		return ok
+	})
+	for i, nd := range c.Nodes {
+		r, ok := nd.Replica("full", 0)
+		if !ok {
+			t.Fatalf("node %d has no replica", i+1)
+		}
+		if got := values(t, r); !slices.Equal(got, want) {
+			t.Fatalf("node %d holds %v, want %v", i+1, got, want)
+		}
+	}
+}
