@@ -117,9 +117,9 @@ type Node struct {
 
 	started time.Time
 	heal    healState // owned by healLoop
-	// stopped tracks the replicas a write error stopped (owned by the
-	// reconcile loop): reopened with a growing backoff.
-	stopped map[string]*stoppedReplica
+	// failed holds the replicas a write error stopped or that failed to
+	// open, by group (under mu): reopened with a growing backoff.
+	failed map[string]*failedReplica
 
 	kick   chan struct{}
 	stop   chan struct{}
@@ -173,7 +173,7 @@ func Start(cfg Config) (*Node, error) {
 		n.mux.Close()
 		return nil, err
 	}
-	if n.ctrl, err = n.openReplica(controllerGroup, controllerGroup, log.Config{RetentionMs: -1, RetentionBytes: -1}); err != nil {
+	if n.ctrl, err = n.openReplica(controllerGroup, controllerGroup, log.Config{RetentionMs: -1, RetentionBytes: -1}, ""); err != nil {
 		n.Close()
 		return nil, err
 	}
@@ -265,7 +265,9 @@ func groupName(t Topic, p int32) string { return fmt.Sprintf("%s-%d@%x", t.Name,
 func partitionDir(topic string, p int32) string { return fmt.Sprintf("%s-%d", topic, p) }
 
 // openReplica opens a local replica of group in dir (under DataDir).
-func (n *Node) openReplica(group, dirName string, lc log.Config) (*replication.Replica, error) {
+// openReplica opens a replica; gate, when not empty, opens it gated by
+// the vote guard for that reason (see replication.Config.Gate).
+func (n *Node) openReplica(group, dirName string, lc log.Config, gate string) (*replication.Replica, error) {
 	dir := filepath.Join(n.cfg.DataDir, dirName)
 	indexDir := ""
 	if n.cfg.FS != nil {
@@ -274,7 +276,7 @@ func (n *Node) openReplica(group, dirName string, lc log.Config) (*replication.R
 	r, err := replication.Open(replication.Config{IndexDir: indexDir,
 		Group: group, NodeID: strconv.Itoa(int(n.cfg.NodeID)), ServerID: serverID(n.cfg.NodeID, n.incarnation),
 		Dir: dir, Log: lc, Mux: n.mux, Logger: n.logger, BootID: n.cfg.BootID, Raft: n.cfg.Raft, FS: n.cfg.FS,
-		ProducerIDExpiration: n.cfg.ProducerIDExpiration, MaxProducerIDs: n.cfg.MaxProducerIDs,
+		ProducerIDExpiration: n.cfg.ProducerIDExpiration, MaxProducerIDs: n.cfg.MaxProducerIDs, Gate: gate,
 	})
 	if err == nil && n.cfg.AcceptDataLoss && r.Gated() {
 		r.ForceUngate("--accept-data-loss")
@@ -394,6 +396,11 @@ func (n *Node) Ready() (bool, string) {
 		}
 		if err := r.WriteError(); err != nil {
 			return false, "replica " + g + " stopped by a write error: " + err.Error()
+		}
+	}
+	for g, f := range n.failed {
+		if _, open := n.replicas[g]; !open {
+			return false, "replica " + g + " is not open: " + f.err.Error()
 		}
 	}
 	if err := n.ctrl.WriteError(); err != nil {

@@ -100,6 +100,7 @@ func (n *Node) reconcile() {
 			}
 		}
 	}
+	n.forgetFailed(want)
 	// Replicas no longer assigned here (deleted topics, replicas moved
 	// away) go, with their directories.
 	n.mu.Lock()
@@ -118,66 +119,73 @@ func (n *Node) reconcile() {
 // A replica whose log a write error stopped (a full disk, an I/O error)
 // stores nothing more: as a follower it refuses every append, as a leader
 // it steps down. It is closed and opened again, which recovers its log
-// (the unclean close leaves no clean marker, so the scan repairs whatever
-// the failed write left) and lets it catch up from its leader. Same boot:
-// the page cache holds everything it wrote before, so the vote guard
-// does not gate it. A write that keeps failing is retried after 2 s,
-// 4 s, ... up to stoppedMaxBackoff; a replica that has stored without
-// error for stoppedResetAfter starts from 2 s again.
-type stoppedReplica struct {
+// (the unclean close leaves no clean marker, so the scan cuts whatever
+// the failed write left) and lets it catch up from its leader. It opens
+// gated by the vote guard whatever the boot: a failed fsync may have
+// dropped pages the log had acknowledged, so it does not vote until its
+// leader has committed its rejoin marker (durability.md). A replica that
+// fails to open (the disk still full) is tried again later. Both wait
+// failFirstBackoff, then twice as long each time up to failMaxBackoff; a
+// replica that has worked for failResetAfter starts over.
+type failedReplica struct {
 	attempts int
-	next     time.Time // earliest reopen
-	since    time.Time // last reopen
+	next     time.Time // earliest close of the stopped replica, or open
+	opened   time.Time // its last successful open
+	err      error     // the write error, or why the last open failed
 }
 
 const (
-	stoppedFirstBackoff = 2 * time.Second
-	stoppedMaxBackoff   = 2 * time.Minute
-	stoppedResetAfter   = 5 * time.Minute
+	failFirstBackoff = 2 * time.Second
+	failMaxBackoff   = 2 * time.Minute
+	failResetAfter   = 5 * time.Minute
 )
 
+func failBackoff(attempts int) time.Duration {
+	return min(failFirstBackoff<<min(attempts, 10), failMaxBackoff)
+}
+
 // reopenStopped closes the replicas stopped by a write error whose
-// backoff has passed; ensureReplica then opens them again.
+// backoff has passed (ensureReplica opens them again) and forgets the
+// failures of replicas that have worked for failResetAfter.
 func (n *Node) reopenStopped(now time.Time) {
-	if n.stopped == nil {
-		n.stopped = map[string]*stoppedReplica{}
-	}
 	n.mu.Lock()
-	reps := make(map[string]*replication.Replica, len(n.replicas))
+	if n.failed == nil {
+		n.failed = map[string]*failedReplica{}
+	}
+	var closing []*replication.Replica
 	for g, r := range n.replicas {
-		reps[g] = r
+		f := n.failed[g]
+		werr := r.WriteError()
+		switch {
+		case werr == nil:
+			if f != nil && !f.opened.IsZero() && now.Sub(f.opened) >= failResetAfter {
+				delete(n.failed, g)
+			}
+		case f == nil:
+			n.failed[g] = &failedReplica{next: now.Add(failFirstBackoff), err: werr}
+			n.logger.Error("replica stopped by a write error; it is reopened", "group", g, "error", werr, "after", failFirstBackoff)
+		case !now.Before(f.next):
+			f.err = werr
+			delete(n.replicas, g)
+			closing = append(closing, r)
+			n.logger.Warn("reopening replica after a write error", "group", g, "attempt", f.attempts+1, "error", werr)
+		}
 	}
 	n.mu.Unlock()
-	for g, st := range n.stopped {
-		if r, ok := reps[g]; !ok || (r.WriteError() == nil && now.Sub(st.since) >= stoppedResetAfter) {
-			delete(n.stopped, g)
-		}
+	for _, r := range closing {
+		r.Close() // fails with the log's error: it is why the replica closes
 	}
-	for g, r := range reps {
-		werr := r.WriteError()
-		if werr == nil {
-			continue
+}
+
+// forgetFailed drops the failure records of groups this node no longer
+// holds.
+func (n *Node) forgetFailed(want map[string]bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for g := range n.failed {
+		if !want[g] {
+			delete(n.failed, g)
 		}
-		st := n.stopped[g]
-		if st == nil {
-			st = &stoppedReplica{next: now.Add(stoppedFirstBackoff)}
-			n.stopped[g] = st
-			n.logger.Error("replica stopped by a write error; it is reopened", "group", g, "error", werr, "after", stoppedFirstBackoff)
-			continue
-		}
-		if now.Before(st.next) {
-			continue
-		}
-		st.attempts++
-		st.since = now
-		st.next = now.Add(min(stoppedFirstBackoff<<min(st.attempts, 10), stoppedMaxBackoff))
-		n.mu.Lock()
-		if n.replicas[g] == r {
-			delete(n.replicas, g)
-		}
-		n.mu.Unlock()
-		r.Close() // the log's error again: it is why the replica closes
-		n.logger.Warn("reopening replica after a write error", "group", g, "attempt", st.attempts, "error", werr)
 	}
 }
 
@@ -190,15 +198,40 @@ func (n *Node) ensureReplica(g string, t Topic, p int32) *replication.Replica {
 	if ok || closed {
 		return r
 	}
-	dirName := partitionDir(t.Name, p)
-	if err := claimDir(filepath.Join(n.cfg.DataDir, dirName), g); err != nil {
-		n.logger.Error("replica directory", "group", g, "error", err)
+	now := time.Now()
+	n.mu.Lock()
+	f := n.failed[g]
+	gate := ""
+	if f != nil {
+		if now.Before(f.next) {
+			n.mu.Unlock()
+			return nil // a backoff after a failure
+		}
+		gate = "reopened after a write error: " + f.err.Error()
+	}
+	n.mu.Unlock()
+	fail := func(what string, err error) *replication.Replica {
+		n.logger.Error(what, "group", g, "error", err)
+		n.mu.Lock()
+		if n.failed == nil {
+			n.failed = map[string]*failedReplica{}
+		}
+		if f == nil {
+			f = &failedReplica{}
+			n.failed[g] = f
+		}
+		f.attempts++
+		f.next, f.err = now.Add(failBackoff(f.attempts)), err
+		n.mu.Unlock()
 		return nil
 	}
-	r, err := n.openReplica(g, dirName, topicLogConfig(t.Configs, n.cfg.LogConfig))
+	dirName := partitionDir(t.Name, p)
+	if err := claimDir(filepath.Join(n.cfg.DataDir, dirName), g); err != nil {
+		return fail("replica directory", err)
+	}
+	r, err := n.openReplica(g, dirName, topicLogConfig(t.Configs, n.cfg.LogConfig), gate)
 	if err != nil {
-		n.logger.Error("open replica", "group", g, "error", err)
-		return nil
+		return fail("open replica", err)
 	}
 	n.mu.Lock()
 	if n.closed {
@@ -207,6 +240,10 @@ func (n *Node) ensureReplica(g string, t Topic, p int32) *replication.Replica {
 		return nil
 	}
 	n.replicas[g] = r
+	if f != nil {
+		f.attempts++
+		f.opened, f.next = now, now.Add(failBackoff(f.attempts))
+	}
 	n.mu.Unlock()
 	n.logger.Info("replica started", "group", g)
 	return r

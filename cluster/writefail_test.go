@@ -13,6 +13,7 @@ import (
 	"github.com/raftlog/raftlog/cluster"
 	"github.com/raftlog/raftlog/cluster/clustertest"
 	"github.com/raftlog/raftlog/log/vfs"
+	"github.com/raftlog/raftlog/replication"
 )
 
 // fullFS is the operating system's file system whose writes into log
@@ -35,10 +36,17 @@ func (f fullFS) wrap(name string, fl vfs.File, err error) (vfs.File, error) {
 	return fullFile{File: fl, name: name, full: f.full}, nil
 }
 
+// Create fails in a log directory while the disk is full (recovery's
+// checkpoint, a new segment). The replica's Raft state file is spared:
+// hashicorp/raft panics when it cannot save its term.
 func (f fullFS) Create(name string) (vfs.File, error) {
+	if f.full.Load() && strings.Contains(name, "/log/") {
+		return nil, syscall.ENOSPC
+	}
 	fl, err := f.FS.Create(name)
 	return f.wrap(name, fl, err)
 }
+
 func (f fullFS) OpenRW(name string) (vfs.File, error) {
 	fl, err := f.FS.OpenRW(name)
 	return f.wrap(name, fl, err)
@@ -54,9 +62,12 @@ func (f fullFile) WriteAt(p []byte, off int64) (int, error) {
 // TestReplicaReopensAfterWriteError: node 3's disk fills up. Its replica
 // of the partition stops at the first failed write (the log's error is
 // sticky), the node says why it is not ready, and the partition goes on
-// with the other two replicas. Once the disk has room again the node
-// reopens the replica, whose log recovers and catches up, without a
-// restart: every replica then holds the same records.
+// with the other two replicas. The node closes the replica to reopen it
+// (gated: see TestGateOnReopen in replication), and while the disk stays
+// full the open fails and is tried again with a growing backoff. Once
+// the disk has room the next open recovers the log, the replica catches up
+// and is released by the vote guard, without a restart: every replica then
+// holds the same records.
 func TestReplicaReopensAfterWriteError(t *testing.T) {
 	var full atomic.Bool
 	c := clustertest.StartWith(t, 3, nil, func(cfg *cluster.Config) {
@@ -82,18 +93,34 @@ func TestReplicaReopensAfterWriteError(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		add(fmt.Sprintf("full-%d", i))
 	}
-	clustertest.WaitFor(t, "node 3's replica to stop on the full disk", 30*time.Second, func() bool {
-		r, ok := n3.Replica("full", 0)
-		return ok && r.WriteError() != nil
-	})
-	if ok, why := n3.Ready(); ok || !strings.Contains(why, "write error") {
-		t.Fatalf("node 3 ready=%v (%q) with a replica stopped by a write error", ok, why)
+	stopped := func(what string, not *replication.Replica) *replication.Replica {
+		var got *replication.Replica
+		clustertest.WaitFor(t, what, 60*time.Second, func() bool {
+			r, ok := n3.Replica("full", 0)
+			if ok && r != not && r.WriteError() != nil {
+				got = r
+				return true
+			}
+			return false
+		})
+		if ok, why := n3.Ready(); ok || !strings.Contains(why, "write error") {
+			t.Fatalf("node 3 ready=%v (%q) with a replica stopped by a write error", ok, why)
+		}
+		return got
 	}
+	stopped("node 3's replica to stop on the full disk", nil)
+	// Closed to be reopened, and failing to open while the disk stays
+	// full (its recovery cannot write the checkpoint): the node says so.
+	clustertest.WaitFor(t, "node 3 to report a replica it cannot open", 60*time.Second, func() bool {
+		_, open := n3.Replica("full", 0)
+		ok, why := n3.Ready()
+		return !open && !ok && strings.Contains(why, "is not open") && strings.Contains(why, "no space left")
+	})
 	full.Store(false)
 	add("after")
 	clustertest.WaitFor(t, "node 3's replica to be reopened and caught up", 60*time.Second, func() bool {
 		r, ok := n3.Replica("full", 0)
-		if !ok || r.WriteError() != nil {
+		if !ok || r.WriteError() != nil || r.Gated() {
 			return false
 		}
 		_, lead := leaderOf(t, c, nil, "full", 0)

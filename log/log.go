@@ -462,9 +462,21 @@ func (l *Log) flushLoop(every time.Duration) {
 // with it, since what the failed write left on disk is not known until a
 // recovery has scanned it.
 func (l *Log) stop(err error) {
+	err = writeError{err}
 	l.werr = err
 	l.failed.Store(&err)
 }
+
+// ErrWrite matches (errors.Is) every error of a write that failed and
+// stopped the log: Kafka's KAFKA_STORAGE_ERROR.
+var ErrWrite = errors.New("log: write failed")
+
+// writeError is a write error that stopped the log; its text is the
+// cause's.
+type writeError struct{ error }
+
+func (e writeError) Unwrap() error        { return e.error }
+func (e writeError) Is(target error) bool { return target == ErrWrite }
 
 // Err is the write error that stopped the log, nil while it writes. After
 // a failed write (a full disk, an I/O error) every write fails the same

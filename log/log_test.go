@@ -698,7 +698,7 @@ func TestWriteErrorsAreSticky(t *testing.T) {
 	if err := l.Flush(); !errors.Is(err, boom) {
 		t.Fatalf("flush: %v", err)
 	}
-	if err := l.Err(); !errors.Is(err, boom) {
+	if err := l.Err(); !errors.Is(err, boom) || !errors.Is(err, ErrWrite) {
 		t.Fatalf("Err: %v", err)
 	}
 	if err := l.Close(); !errors.Is(err, boom) {

@@ -53,7 +53,7 @@ func (l *Log) TruncateTo(offset int64) (int64, error) {
 	err = l.cutSegment(seg, pos, newEnd)
 	l.mu.Unlock()
 	if err != nil {
-		l.werr = err
+		l.stop(err)
 		return 0, err
 	}
 	if err := l.deleteSegments(dropped); err != nil {
@@ -95,12 +95,12 @@ func (l *Log) deleteSegments(segs []*segment) error {
 	}
 	for _, s := range segs {
 		if err := s.delete(l.fs); err != nil {
-			l.werr = fmt.Errorf("log: delete %s: %w", s.logPath, err)
+			l.stop(fmt.Errorf("log: delete %s: %w", s.logPath, err))
 			return l.werr
 		}
 	}
 	if err := l.fs.SyncDir(l.dir); err != nil {
-		l.werr = fmt.Errorf("log: sync dir: %w", err)
+		l.stop(fmt.Errorf("log: sync dir: %w", err))
 		return l.werr
 	}
 	return nil
@@ -140,7 +140,7 @@ func (l *Log) resetLocked(offset int64) error {
 	for len(l.segs) > 1 {
 		s := l.segs[len(l.segs)-1]
 		if err := s.delete(l.fs); err != nil {
-			l.werr = fmt.Errorf("log: reset: delete %s: %w", s.logPath, err)
+			l.stop(fmt.Errorf("log: reset: delete %s: %w", s.logPath, err))
 			return l.werr
 		}
 		l.segs = l.segs[:len(l.segs)-1]
@@ -148,23 +148,23 @@ func (l *Log) resetLocked(offset int64) error {
 	oldest := l.segs[0]
 	if oldest.base == offset {
 		if err := l.cutSegment(oldest, 0, offset); err != nil {
-			l.werr = err
+			l.stop(err)
 			return err
 		}
 	} else {
 		seg, err := openSegmentFiles(l.fs, l.dir, l.indexDir, offset, l.cfg, true, true)
 		if err != nil {
-			l.werr = err
+			l.stop(err)
 			return err
 		}
 		l.segs[0] = seg
 		if err := oldest.delete(l.fs); err != nil {
-			l.werr = fmt.Errorf("log: reset: delete %s: %w", oldest.logPath, err)
+			l.stop(fmt.Errorf("log: reset: delete %s: %w", oldest.logPath, err))
 			return l.werr
 		}
 	}
 	if err := l.fs.SyncDir(l.dir); err != nil {
-		l.werr = err
+		l.stop(err)
 		return err
 	}
 	l.unflushedMsgs = 0

@@ -263,3 +263,30 @@ func TestTwoOfThreeLostPowerInTurn(t *testing.T) {
 	}
 	g.checkConverged(a)
 }
+
+// A replica opened with Config.Gate (reopened after its log failed a
+// write, on the same boot) is gated whatever its recovery found, votes
+// for nobody meanwhile, and is released once it has caught up.
+func TestGateOnReopen(t *testing.T) {
+	g := newTestGroup(t, 3)
+	a := acked{}
+	g.produceTo(a, 0, 20)
+	ld := g.leader()
+	var f *tnode
+	for _, nd := range g.nodes {
+		if nd != ld {
+			f = nd
+			break
+		}
+	}
+	g.kill(f)
+	g.produceTo(a, 20, 10)
+	f.gate = "reopened after a write error: test"
+	g.start(f)
+	if !f.rep.Gated() || f.rep.GateReason() != f.gate {
+		t.Fatalf("reopened with a gate: gated=%v (%q)", f.rep.Gated(), f.rep.GateReason())
+	}
+	waitFor(t, "the reopened replica to be released", 20*time.Second, func() bool { return !f.rep.Gated() })
+	g.produceTo(a, 30, 5)
+	g.checkConverged(a)
+}

@@ -30,6 +30,7 @@ type tnode struct {
 	idx   string
 	boot  string
 	boots int
+	gate  string // Config.Gate of its next start
 	mux   *Mux
 	rep   *Replica
 	up    bool
@@ -118,7 +119,7 @@ func (g *tgroup) startOn(nd *tnode, ln net.Listener) {
 	rep, err := Open(Config{
 		Group: testGroup, NodeID: nd.name, Dir: "/data/" + testGroup, FS: nd.fs, IndexDir: nd.idx,
 		Log: g.logCfg, Mux: nd.mux, Logger: g.logger.Named(nd.name), BootID: nd.boot, Raft: g.raftCfg,
-		DisableVoteGuard: g.noGuard,
+		DisableVoteGuard: g.noGuard, Gate: nd.gate,
 	})
 	if err != nil {
 		nd.mux.Close()

@@ -47,23 +47,22 @@ func TestMuxConnectionsDoNotGrowWithGroups(t *testing.T) {
 		if err := reps[0].Bootstrap(servers); err != nil {
 			t.Fatal(err)
 		}
-		var ld *Replica
-		waitFor(t, "a leader", 20*time.Second, func() bool {
+		all = append(all, reps)
+	}
+	// Each group commits a batch through whichever replica leads it (on a
+	// loaded machine leadership can move between finding and appending).
+	for g, reps := range all {
+		waitFor(t, fmt.Sprintf("group %d to commit", g), 30*time.Second, func() bool {
 			for _, r := range reps {
 				if r.IsLeader() {
-					ld = r
-					return true
+					if _, err := r.Append(shortCtx(t), testBatch(1, 10), AcksAll); err == nil {
+						leaders = append(leaders, r)
+						return true
+					}
 				}
 			}
 			return false
 		})
-		leaders = append(leaders, ld)
-		all = append(all, reps)
-	}
-	for _, ld := range leaders {
-		if _, err := ld.Append(shortCtx(t), testBatch(1, 10), AcksAll); err != nil {
-			t.Fatal(err)
-		}
 	}
 	// The appends came on the groups' append streams, not through msgpack:
 	// every follower serves one.

@@ -68,6 +68,12 @@ type Config struct {
 	// DisableVoteGuard turns the guard off. Only tests that show what the
 	// guard prevents set it.
 	DisableVoteGuard bool
+	// Gate opens the replica gated by the vote guard for this reason
+	// whatever its recovery found (when it holds any state): a replica
+	// reopened after its log failed a write, which may have been an fsync
+	// whose error told that unsynced pages were dropped, so that even on
+	// the same boot the log may lack what it once acknowledged.
+	Gate string
 }
 
 // RaftConfig holds the Raft settings a deployment may tune.
@@ -293,7 +299,7 @@ func Open(cfg Config) (*Replica, error) {
 	// A replica still gated when it stopped (whatever the stop) stays
 	// gated: its loss is not repaired until a rejoin marker says so.
 	stillGated, _ := r.stable.GetUint64([]byte(keyGated))
-	gate := !cfg.DisableVoteGuard && hasState && (stillGated == 1 || (!rec.Clean && string(prevBoot) != cfg.BootID))
+	gate := !cfg.DisableVoteGuard && hasState && (stillGated == 1 || (!rec.Clean && string(prevBoot) != cfg.BootID) || cfg.Gate != "")
 	if gate && stillGated != 1 {
 		if err := r.stable.SetUint64([]byte(keyGated), 1); err != nil {
 			return fail(err)
@@ -324,7 +330,11 @@ func Open(cfg Config) (*Replica, error) {
 	rand.Read(nb[:])
 	r.nonce = uint64(nb[0])<<56 | uint64(nb[1])<<48 | uint64(nb[2])<<40 | uint64(nb[3])<<32 | uint64(nb[4])<<24 | uint64(nb[5])<<16 | uint64(nb[6])<<8 | uint64(nb[7])
 	if gate {
-		r.setGated(true, fmt.Sprintf("unclean shutdown on a new boot (log recovery: truncated=%v at %d); unsynced entries may be lost", rec.Truncated, rec.TruncatedAt))
+		why := fmt.Sprintf("unclean shutdown on a new boot (log recovery: truncated=%v at %d); unsynced entries may be lost", rec.Truncated, rec.TruncatedAt)
+		if cfg.Gate != "" {
+			why = cfg.Gate
+		}
+		r.setGated(true, why)
 	}
 
 	rc := cfg.Raft.withDefaults()

@@ -125,6 +125,10 @@ func mapErr(err error) (int16, bool) {
 		return kerr.MessageTooLarge.Code, true
 	case errors.Is(err, log.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange.Code, true
+	case errors.Is(err, log.ErrWrite):
+		// The replica's log failed a write (a full disk): retriable, the
+		// partition moves on to another leader.
+		return kerr.KafkaStorageError.Code, true
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return kerr.RequestTimedOut.Code, true
 	}

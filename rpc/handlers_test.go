@@ -249,3 +249,13 @@ func TestRawAdmin(t *testing.T) {
 		t.Fatalf("transactional: %+v", resp)
 	}
 }
+
+// A write that failed in a replica's log (a full disk: log.ErrWrite, see
+// log's TestWriteErrorsAreSticky) is answered with the retriable
+// KAFKA_STORAGE_ERROR, however wrapped.
+func TestWriteErrorIsStorageError(t *testing.T) {
+	werr := fmt.Errorf("replication: store entries 1-1: %w", fmt.Errorf("wrapped: %w", log.ErrWrite))
+	if code, known := mapErr(werr); !known || code != kerr.KafkaStorageError.Code {
+		t.Fatalf("mapErr = %d, %v", code, known)
+	}
+}
