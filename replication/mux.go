@@ -112,6 +112,11 @@ func yamuxConfig(l hclog.Logger) *yamux.Config {
 	c.KeepAliveInterval = 5 * time.Second
 	c.ConnectionWriteTimeout = 10 * time.Second
 	c.MaxStreamWindowSize = 1 << 20
+	// A stream closed here whose peer does not close its side in this
+	// time is reset, which fails the peer's writes: a peer still writing
+	// into a stream nobody reads (a closed replica's) would otherwise
+	// block on the window until its own deadline.
+	c.StreamCloseTimeout = 5 * time.Second
 	return c
 }
 
@@ -201,20 +206,32 @@ func (m *Mux) routeStream(st *yamux.Stream) {
 		return
 	}
 	st.SetWriteDeadline(time.Time{})
-	conn := &bufferedConn{Conn: st, r: br}
+	conn := &bufferedConn{Conn: st, r: br, g: g}
+	if !g.track(conn) {
+		st.Close()
+		return
+	}
 	select {
 	case g.accept <- conn:
 	case <-g.closed:
-		st.Close()
+		conn.Close()
 	}
 }
 
+// bufferedConn is an accepted stream of a group.
 type bufferedConn struct {
 	net.Conn
-	r *bufio.Reader
+	r    *bufio.Reader
+	g    *groupLayer
+	once sync.Once
 }
 
 func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+func (c *bufferedConn) Close() error {
+	c.once.Do(func() { c.g.untrack(c) })
+	return c.Conn.Close()
+}
 
 // session returns the session to addr, dialing it once for all callers.
 func (m *Mux) session(addr raft.ServerAddress, timeout time.Duration) (*yamux.Session, error) {
@@ -347,6 +364,35 @@ type groupLayer struct {
 	accept chan net.Conn
 	once   sync.Once
 	closed chan struct{}
+
+	// The streams accepted for the group and not closed yet: closing the
+	// group aborts them, so a peer holding one in its connection pool
+	// (raft.NetworkTransport pools them per address, not per replica)
+	// fails at once on it instead of writing into a stream nobody reads,
+	// which for an InstallSnapshot blocks on the stream's window until
+	// raft's size-scaled deadline, minutes.
+	mu    sync.Mutex
+	conns map[*bufferedConn]struct{}
+	done  bool
+}
+
+func (g *groupLayer) track(c *bufferedConn) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.done {
+		return false
+	}
+	if g.conns == nil {
+		g.conns = map[*bufferedConn]struct{}{}
+	}
+	g.conns[c] = struct{}{}
+	return true
+}
+
+func (g *groupLayer) untrack(c *bufferedConn) {
+	g.mu.Lock()
+	delete(g.conns, c)
+	g.mu.Unlock()
 }
 
 func (g *groupLayer) Accept() (net.Conn, error) {
@@ -358,7 +404,7 @@ func (g *groupLayer) Accept() (net.Conn, error) {
 	}
 }
 
-// Close unregisters the group.
+// Close unregisters the group and aborts the streams it accepted.
 func (g *groupLayer) Close() error {
 	g.once.Do(func() {
 		close(g.closed)
@@ -367,6 +413,14 @@ func (g *groupLayer) Close() error {
 			delete(g.mux.groups, g.name)
 		}
 		g.mux.mu.Unlock()
+		g.mu.Lock()
+		g.done = true
+		conns := g.conns
+		g.conns = nil
+		g.mu.Unlock()
+		for c := range conns {
+			abort(c)
+		}
 	})
 	return nil
 }

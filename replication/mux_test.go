@@ -145,3 +145,62 @@ func TestMuxDialUnhostedGroup(t *testing.T) {
 		t.Fatalf("the acceptor read %q", b)
 	}
 }
+
+// TestMuxGroupCloseAbortsStreams: a peer holds an open stream to a group
+// (raft.NetworkTransport keeps them pooled per address); the group closes
+// (its replica is dropped and opened again). The peer's read on the stream
+// ends at once, and a large write into it (an InstallSnapshot) fails
+// within the stream close timeout instead of blocking on the window until
+// its own deadline.
+func TestMuxGroupCloseAbortsStreams(t *testing.T) {
+	var muxes [2]*Mux
+	for i := range muxes {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		muxes[i] = NewMux(ln, "")
+		t.Cleanup(func() { muxes[i].Close() })
+	}
+	layer, err := muxes[1].Layer("g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 2)
+	go func() {
+		for {
+			c, err := layer.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c // held, never read: a handler waiting for its next request
+		}
+	}()
+	reader, err := muxes[0].Dial("g", muxes[1].Addr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer, err := muxes[0].Dial("g", muxes[1].Addr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-accepted
+	<-accepted
+	layer.Close()
+
+	reader.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := reader.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+		t.Fatalf("read on a stream of a closed group: %v, want it ended at once", err)
+	}
+	writer.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	start := time.Now()
+	_, err = writer.Write(make([]byte, 16<<20))
+	if err == nil || isTimeout(err) {
+		t.Fatalf("a 16 MiB write into a stream of a closed group: %v after %v, want it reset", err, time.Since(start))
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
