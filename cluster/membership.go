@@ -98,15 +98,41 @@ func (d delegate) MergeRemoteState(buf []byte, join bool) {
 
 type events struct{ n *Node }
 
+// The callbacks run under memberlist's lock: what they copy out of m is
+// consistent.
 func (e events) NotifyJoin(m *memberlist.Node) {
 	e.n.logger.Info("member joined", "member", m.Name, "addr", m.Address())
+	e.n.setMember(m)
 	e.n.kickReconcile()
 }
 func (e events) NotifyLeave(m *memberlist.Node) {
 	e.n.logger.Warn("member left or failed", "member", m.Name)
+	e.n.membersMu.Lock()
+	delete(e.n.members, m.Name)
+	e.n.membersMu.Unlock()
 	e.n.kickReconcile()
 }
-func (e events) NotifyUpdate(m *memberlist.Node) { e.n.kickReconcile() }
+func (e events) NotifyUpdate(m *memberlist.Node) {
+	e.n.setMember(m)
+	e.n.kickReconcile()
+}
+
+// setMember records a live member's broker information (none when its
+// metadata does not parse: not a raftlog node).
+func (n *Node) setMember(m *memberlist.Node) {
+	var bi BrokerInfo
+	ok := json.Unmarshal(m.Meta, &bi) == nil
+	n.membersMu.Lock()
+	defer n.membersMu.Unlock()
+	if n.members == nil {
+		n.members = map[string]BrokerInfo{}
+	}
+	if ok {
+		n.members[m.Name] = bi
+	} else {
+		delete(n.members, m.Name)
+	}
+}
 
 type leaderBroadcast struct{ e leaderEntry }
 

@@ -109,6 +109,13 @@ type Node struct {
 	meta        *Meta
 	ctrl        *replication.Replica
 	leaders     *leaderTable
+
+	// members are the live members' broker information by member name,
+	// copied in memberlist's event callbacks, which run under its lock:
+	// the *memberlist.Node values Members returns are memberlist's own and
+	// change under it, so reading their fields later races.
+	membersMu sync.Mutex
+	members   map[string]BrokerInfo
 	rpcLayer    raft.StreamLayer
 
 	mu       sync.Mutex
@@ -284,15 +291,15 @@ func (n *Node) openReplica(group, dirName string, lc log.Config, gate string) (*
 	return r, err
 }
 
-// Brokers lists the live members, by node id.
+// Brokers lists the live members (suspects included, as memberlist's
+// own Members), by node id.
 func (n *Node) Brokers() []BrokerInfo {
-	var out []BrokerInfo
-	for _, m := range n.ml.Members() {
-		var bi BrokerInfo
-		if json.Unmarshal(m.Meta, &bi) == nil && m.State == memberlist.StateAlive {
-			out = append(out, bi)
-		}
+	n.membersMu.Lock()
+	out := make([]BrokerInfo, 0, len(n.members))
+	for _, bi := range n.members {
+		out = append(out, bi)
 	}
+	n.membersMu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].NodeID < out[j].NodeID })
 	return out
 }

@@ -64,7 +64,10 @@ func (w *testWriter) Write(p []byte) (int, error) {
 func testTimings() RaftConfig {
 	return RaftConfig{
 		HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
-		LeaderLeaseTimeout: 150 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
+		// A lease as long as the heartbeat timeout: on a loaded 2-core
+		// machine under -race a leader missing its followers for 150 ms
+		// stepped down in the middle of a test.
+		LeaderLeaseTimeout: 300 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
 		SnapshotInterval: time.Hour, SnapshotThreshold: 1 << 30, TrailingLogs: 1 << 20,
 	}
 }

@@ -132,7 +132,8 @@ func TestCatchUpBySnapshotBehindRetention(t *testing.T) {
 	lag := others(g.nodes, []*tnode{ld})[0]
 	g.checkConverged(a)
 	g.kill(lag)
-	g.produce(ld, acked{}, 10, 200)
+	g.produceTo(acked{}, 10, 200)
+	ld = g.leader()
 	if err := ld.rep.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
