@@ -116,7 +116,7 @@ type Node struct {
 	// change under it, so reading their fields later races.
 	membersMu sync.Mutex
 	members   map[string]BrokerInfo
-	rpcLayer    raft.StreamLayer
+	rpcLayer  raft.StreamLayer
 
 	mu       sync.Mutex
 	replicas map[string]*replication.Replica // by group "<topic>-<partition>"
