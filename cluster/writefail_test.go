@@ -16,8 +16,11 @@ import (
 	"github.com/raftlog/raftlog/replication"
 )
 
-// fullFS is the operating system's file system whose writes into log
-// segments fail with ENOSPC while full is set: a disk that filled up.
+// fullFS is the operating system's file system with a disk that fills up
+// while full is set: creating a file and writing past a file's end fail
+// with ENOSPC, and so do all writes into log segments (preallocated, but
+// sparse). Overwriting blocks a file has is what still works: a
+// replica's Raft state file is written so.
 type fullFS struct {
 	vfs.FS
 	full *atomic.Bool
@@ -36,11 +39,8 @@ func (f fullFS) wrap(name string, fl vfs.File, err error) (vfs.File, error) {
 	return fullFile{File: fl, name: name, full: f.full}, nil
 }
 
-// Create fails in a log directory while the disk is full (recovery's
-// checkpoint, a new segment). The replica's Raft state file is spared:
-// hashicorp/raft panics when it cannot save its term.
 func (f fullFS) Create(name string) (vfs.File, error) {
-	if f.full.Load() && strings.Contains(name, "/log/") {
+	if f.full.Load() {
 		return nil, syscall.ENOSPC
 	}
 	fl, err := f.FS.Create(name)
@@ -53,8 +53,13 @@ func (f fullFS) OpenRW(name string) (vfs.File, error) {
 }
 
 func (f fullFile) WriteAt(p []byte, off int64) (int, error) {
-	if f.full.Load() && strings.HasSuffix(f.name, ".log") {
-		return 0, syscall.ENOSPC
+	if f.full.Load() {
+		if strings.HasSuffix(f.name, ".log") {
+			return 0, syscall.ENOSPC
+		}
+		if n, err := f.Size(); err != nil || off+int64(len(p)) > n {
+			return 0, syscall.ENOSPC
+		}
 	}
 	return f.File.WriteAt(p, off)
 }

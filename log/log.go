@@ -535,11 +535,7 @@ func (l *Log) writeCleanMarker() error {
 	if err != nil {
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := vfs.WriteSyncClose(f, nil, 0); err != nil {
 		return err
 	}
 	return l.fs.SyncDir(l.dir)

@@ -2,7 +2,9 @@ package replication
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"reflect"
 	"strings"
 	"testing"
@@ -178,12 +180,135 @@ func TestStableStore(t *testing.T) {
 	if v, _ := s2.Get([]byte("LastVoteCand")); !reflect.DeepEqual(v, []byte("n1")) {
 		t.Fatalf("vote %q after crash", v)
 	}
-	// A damaged file is an error, not a silent reset of the term.
-	f, _ := crashed.OpenRW("/s/" + stableName)
-	f.WriteAt([]byte{0xff}, 10)
-	f.Close()
-	if _, err := openStableStore(crashed, "/s"); err == nil {
-		t.Fatal("corrupt stable store accepted")
+	// Every Set went to the other slot: damage to the latest (a write torn
+	// by a crash) leaves the state before it, damage to both is an error,
+	// not a silent reset of the term.
+	corrupt := func(fs *vfs.MemFS, slot int) {
+		f, _ := fs.OpenRW("/s/" + stableName)
+		f.WriteAt([]byte{0xff}, int64(slot*stableSlotSize+20))
+		f.Close()
+	}
+	latest := s2.slot
+	corrupt(crashed, latest)
+	s3, err := openStableStore(crashed, "/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := s3.GetUint64([]byte("CurrentTerm")); v != 7 {
+		t.Fatalf("term %d from the previous slot", v)
+	}
+	if _, err := s3.Get([]byte("LastVoteCand")); err == nil {
+		t.Fatal("the vote of the damaged slot survived")
+	}
+	corrupt(crashed, 1-latest)
+	if _, err := openStableStore(crashed, "/s"); err == nil || !strings.Contains(err.Error(), "no valid slot") {
+		t.Fatalf("both slots damaged: %v", err)
+	}
+}
+
+// noSpaceFS fails what needs new blocks: creating a file, writing past a
+// file's end.
+type noSpaceFS struct{ *vfs.MemFS }
+
+type noSpaceFile struct{ vfs.File }
+
+var errNoSpace = errors.New("no space left on device")
+
+func (f noSpaceFS) Create(string) (vfs.File, error) { return nil, errNoSpace }
+
+func (f noSpaceFS) OpenRW(name string) (vfs.File, error) {
+	fl, err := f.MemFS.OpenRW(name)
+	if err != nil {
+		return nil, err
+	}
+	return noSpaceFile{fl}, nil
+}
+
+func (f noSpaceFile) WriteAt(p []byte, off int64) (int, error) {
+	if n, _ := f.Size(); off+int64(len(p)) > n {
+		return 0, errNoSpace
+	}
+	return f.File.WriteAt(p, off)
+}
+
+// TestStableStoreOnFullDisk: a term or vote is saved on a disk with no
+// free block (hashicorp/raft panics when it cannot save its term), since a
+// change overwrites a slot of a file whose blocks exist.
+func TestStableStoreOnFullDisk(t *testing.T) {
+	mem := vfs.NewMem()
+	mem.MkdirAll("/s")
+	mem.SyncDir("/")
+	if _, err := openStableStore(mem, "/s"); err != nil {
+		t.Fatal(err)
+	}
+	full := noSpaceFS{mem}
+	s, err := openStableStore(full, "/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for term := uint64(1); term <= 5; term++ {
+		if err := s.SetUint64([]byte("CurrentTerm"), term); err != nil {
+			t.Fatalf("term %d on a full disk: %v", term, err)
+		}
+	}
+	s2, err := openStableStore(mem.CrashClone(vfs.CrashOptions{}), "/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := s2.GetUint64([]byte("CurrentTerm")); v != 5 {
+		t.Fatalf("term %d after crash", v)
+	}
+	// A new replica's file cannot be made on a full disk: the open fails.
+	full.MkdirAll("/t")
+	if _, err := openStableStore(full, "/t"); !errors.Is(err, errNoSpace) {
+		t.Fatalf("new store on a full disk: %v", err)
+	}
+}
+
+// TestStableStoreReadsEarlierFormat: a file of the earlier format (one
+// body replaced atomically) is read and rewritten in slots.
+func TestStableStoreReadsEarlierFormat(t *testing.T) {
+	fs := vfs.NewMem()
+	fs.MkdirAll("/s")
+	fs.SyncDir("/")
+	b := append([]byte(nil), stableMagicV1[:]...)
+	b = binary.BigEndian.AppendUint32(b, 2)
+	for _, kv := range [][2]string{{"CurrentTerm", "\x00\x00\x00\x00\x00\x00\x00\x09"}, {"raftlog.server_id", "n3"}} {
+		b = binary.AppendUvarint(b, uint64(len(kv[0])))
+		b = append(b, kv[0]...)
+		b = binary.AppendUvarint(b, uint64(len(kv[1])))
+		b = append(b, kv[1]...)
+	}
+	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
+	if err := vfs.WriteFileAtomic(fs, "/s/"+stableName, b); err != nil {
+		t.Fatal(err)
+	}
+	s, err := openStableStore(fs, "/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := s.GetUint64([]byte("CurrentTerm")); v != 9 {
+		t.Fatalf("term %d", v)
+	}
+	if v, _ := s.Get([]byte("raftlog.server_id")); string(v) != "n3" {
+		t.Fatalf("server id %q", v)
+	}
+	img, _ := vfs.ReadFile(fs, "/s/"+stableName)
+	if len(img) != 2*stableSlotSize || [4]byte(img[:4]) != stableMagic {
+		t.Fatalf("not rewritten: %d bytes, magic %q", len(img), img[:4])
+	}
+	s2, err := openStableStore(fs.CrashClone(vfs.CrashOptions{}), "/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := s2.Get([]byte("raftlog.server_id")); string(v) != "n3" {
+		t.Fatalf("server id %q after rewrite", v)
+	}
+	// Damage is still found.
+	b[len(b)-1] ^= 1
+	vfs.WriteFileAtomic(fs, "/s/"+stableName, b)
+	if _, err := openStableStore(fs, "/s"); err == nil {
+		t.Fatal("corrupt file of the earlier format accepted")
 	}
 }
 

@@ -154,21 +154,29 @@ func WriteFileAtomic(fs FS, name string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	if _, err := f.WriteAt(data, 0); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := WriteSyncClose(f, data, 0); err != nil {
 		return err
 	}
 	if err := fs.Rename(tmp, name); err != nil {
 		return err
 	}
 	return fs.SyncDir(filepath.Dir(name))
+}
+
+// WriteSyncClose writes data at off (nothing when it is empty), syncs f
+// and closes it; f is closed on an error too.
+func WriteSyncClose(f File, data []byte, off int64) error {
+	if len(data) > 0 {
+		if _, err := f.WriteAt(data, off); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // ReadFile reads a whole file.
