@@ -99,6 +99,9 @@ type options struct {
 	cfg      Config
 	logger   hclog.Logger
 	now      func() time.Time
+	// background runs a background task (a sealed segment's fsync); a
+	// new goroutine when nil. Crash tests run the tasks at chosen points.
+	background func(func())
 }
 
 // WithFS sets the file system of the .log files and checkpoints (default

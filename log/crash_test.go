@@ -32,6 +32,25 @@ type crashModel struct {
 	versions [][]Batch // earlier versions (before a truncation), then the current one
 	durable  int
 	start    int64
+	// Background tasks of the log (sealed segments' fsyncs), queued and
+	// run at points the seeded rng picks, so that a crash point falls
+	// before, between and after them, and every run is the same.
+	bg  []func()
+	rng *rand.Rand
+}
+
+// runBackground runs some queued background tasks, all of them when all
+// is set, oldest first or not.
+func (m *crashModel) runBackground(all bool) {
+	for len(m.bg) > 0 && (all || m.rng.IntN(2) == 0) {
+		i := 0
+		if !all {
+			i = m.rng.IntN(len(m.bg))
+		}
+		fn := m.bg[i]
+		m.bg = append(m.bg[:i], m.bg[i+1:]...)
+		fn()
+	}
 }
 
 func (m *crashModel) current() []Batch { return m.versions[len(m.versions)-1] }
@@ -72,7 +91,7 @@ func restoreDir(t testing.TB, dir string, snap map[string][]byte) {
 func runCrashWorkload(t *testing.T, cfg Config, opts vfs.CrashOptions, workload func(l *Log, m *crashModel)) []crashPoint {
 	fs := vfs.NewMem()
 	idx := t.TempDir()
-	m := &crashModel{versions: [][]Batch{nil}}
+	m := &crashModel{versions: [][]Batch{nil}, rng: rand.New(rand.NewPCG(5, 6))}
 	var points []crashPoint
 	fs.SetHook(func(op int, kind, name string) error {
 		hist := make([][]Batch, len(m.versions))
@@ -83,11 +102,13 @@ func runCrashWorkload(t *testing.T, cfg Config, opts vfs.CrashOptions, workload 
 			histories: hist, durable: m.durable, start: m.start})
 		return nil
 	})
-	l, err := Open("/data/t-0", WithFS(fs), WithIndexDir(idx), WithConfig(cfg))
+	l, err := Open("/data/t-0", WithFS(fs), WithIndexDir(idx), WithConfig(cfg),
+		func(o *options) { o.background = func(fn func()) { m.bg = append(m.bg, fn) } })
 	if err != nil {
 		t.Fatal(err)
 	}
 	workload(l, m)
+	m.runBackground(true)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +121,7 @@ func runCrashWorkload(t *testing.T, cfg Config, opts vfs.CrashOptions, workload 
 // their bytes may reach the disk.
 func modelAppend(t *testing.T, l *Log, m *crashModel, p []byte) {
 	t.Helper()
+	m.runBackground(false)
 	next := l.EndOffset()
 	cur := m.current()
 	Batches(p, func(b Batch) bool {
@@ -118,6 +140,7 @@ func modelAppend(t *testing.T, l *Log, m *crashModel, p []byte) {
 
 func modelFlush(t *testing.T, l *Log, m *crashModel) {
 	t.Helper()
+	m.runBackground(false)
 	if err := l.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +158,7 @@ func checkCrashPoint(t *testing.T, cfg Config, p crashPoint, indexDir string) {
 	}
 	defer l.Close()
 	if err := l.Verify(); err != nil {
-		t.Fatalf("%s: indexes disagree with the log after recovery: %v", where, err)
+		t.Fatalf("%s: indexes disagree with the log after recovery: %v (recovery %+v)", where, err, l.Recovery())
 	}
 	got := readAll(t, l)
 	start := l.StartOffset()

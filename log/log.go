@@ -74,9 +74,11 @@ type Log struct {
 
 	recovery RecoveryReport
 
-	stopFlush chan struct{}
-	flushDone chan struct{}
-	stopOnce  sync.Once
+	stopFlush  chan struct{}
+	flushDone  chan struct{}
+	bg         sync.WaitGroup // background fsyncs of sealed segments
+	background func(func())
+	stopOnce   sync.Once
 }
 
 type pendingBatch struct {
@@ -112,7 +114,10 @@ func Open(dir string, opts ...Option) (*Log, error) {
 		}
 		o.indexDir = dir
 	}
-	l := &Log{dir: dir, indexDir: o.indexDir, fs: o.fs, cfg: cfg, logger: o.logger, now: o.now}
+	l := &Log{dir: dir, indexDir: o.indexDir, fs: o.fs, cfg: cfg, logger: o.logger, now: o.now, background: o.background}
+	if l.background == nil {
+		l.background = func(fn func()) { go fn() }
+	}
 	l.pin.Store(math.MaxInt64)
 	if err := l.fs.MkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("log: %w", err)
@@ -297,7 +302,7 @@ func (l *Log) writePending(bufs [][]byte) error {
 			l.stop(fmt.Errorf("log: write %s at %d: %w", seg.logPath, pos, err))
 			return l.werr
 		}
-		seg.unsynced = true
+		seg.markWritten()
 		for k := i; k < j; k++ {
 			pb := &l.pending[k]
 			b := Batch(bufs[pb.buf][pb.start : pb.start+pb.size])
@@ -336,14 +341,12 @@ func (l *Log) mustRoll(seg *segment, pb *pendingBatch, runBytes int64, entries i
 	return seg.oi.Entries()+entries+1 >= oiCap || seg.ti.Entries()+entries+2 >= tiCap
 }
 
-// roll seals the active segment and starts a new one at base.
+// roll seals the active segment and starts a new one at base. The sealed
+// segment is fsynced in the background (syncSealed), as Kafka does: an
+// fsync of a whole segment's unsynced bytes takes long, and appends wait
+// for nothing but the new segment's files.
 func (l *Log) roll(base int64) error {
 	old := l.segs[len(l.segs)-1]
-	// fsync outside mu: readers go on while the disk works.
-	if err := old.sync(); err != nil {
-		l.stop(fmt.Errorf("log: sync %s: %w", old.logPath, err))
-		return l.werr
-	}
 	seg, err := openSegmentFiles(l.fs, l.dir, l.indexDir, base, l.cfg, true, true)
 	if err != nil {
 		l.stop(err)
@@ -366,10 +369,59 @@ func (l *Log) roll(base int64) error {
 		return err
 	}
 	l.logger.Info("segment rolled", "dir", l.dir, "sealed", old.base, "size", old.size.Load(), "new", base)
-	// Everything before base is fsynced now.
-	l.recoveryPoint = base
-	l.unflushedMsgs = 0
-	return l.writeCheckpointLocked()
+	l.syncSealed(old)
+	return nil
+}
+
+// syncSealed fsyncs a segment that was just sealed, in the background.
+// Once the fsync returns, and nothing was written into the segment since
+// (a truncation can reopen it), the segment is synced and the recovery
+// point moves past every synced segment. Until then a crash can cost the
+// segment's unsynced bytes, as it can cost the active segment's: recovery
+// scans from the segment holding the recovery point. A flush (Flush,
+// flush.messages, flush.ms, Close) fsyncs it itself. Under wmu.
+func (l *Log) syncSealed(seg *segment) {
+	if !seg.unsynced {
+		return
+	}
+	writes := seg.writes
+	l.bg.Add(1)
+	l.background(func() {
+		defer l.bg.Done()
+		if !seg.acquire() {
+			return // deleted or closed: nothing left to sync
+		}
+		err := func() error {
+			defer seg.release()
+			return seg.f.Sync()
+		}()
+		l.wmu.Lock()
+		defer l.wmu.Unlock()
+		if l.closed || l.werr != nil || seg.writes != writes {
+			return
+		}
+		if err != nil {
+			l.stop(fmt.Errorf("log: sync %s: %w", seg.logPath, err))
+			return
+		}
+		seg.unsynced = false
+		l.advanceRecoveryPoint()
+	})
+}
+
+// advanceRecoveryPoint moves the recovery point past the sealed segments
+// from the one holding it that are fsynced, and checkpoints it. Under wmu.
+func (l *Log) advanceRecoveryPoint() {
+	rp := l.recoveryPoint
+	for i := l.floorIndex(rp); i < len(l.segs)-1 && !l.segs[i].unsynced; i++ {
+		rp = l.segs[i+1].base
+	}
+	if rp > l.recoveryPoint {
+		l.recoveryPoint = rp
+		if err := l.writeCheckpointLocked(); err != nil {
+			l.logger.Error("checkpoint failed", "dir", l.dir, "error", err)
+		}
+	}
 }
 
 func (l *Log) writeCheckpointLocked() error {
@@ -399,11 +451,15 @@ func (l *Log) flushLocked() error {
 	if l.werr != nil {
 		return l.werr
 	}
-	active := l.segs[len(l.segs)-1]
-	if err := active.sync(); err != nil {
-		l.stop(fmt.Errorf("log: sync %s: %w", active.logPath, err))
-		return l.werr
+	// The active segment, and sealed ones whose background fsync has not
+	// returned yet.
+	for _, seg := range l.segs[l.floorIndex(l.recoveryPoint):] {
+		if err := seg.sync(); err != nil {
+			l.stop(fmt.Errorf("log: sync %s: %w", seg.logPath, err))
+			return l.werr
+		}
 	}
+	active := l.segs[len(l.segs)-1]
 	l.unflushedMsgs = 0
 	l.recoveryPoint = active.next.Load()
 	// The checkpoint matters at segment granularity (recovery scans from
@@ -494,6 +550,7 @@ func (l *Log) Err() error {
 // when everything before it succeeded.
 func (l *Log) Close() error {
 	l.stopFlusher()
+	defer l.bg.Wait() // after wmu is released: a background fsync ends under it
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	if l.closed {

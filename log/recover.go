@@ -404,6 +404,6 @@ func (l *Log) openScanned(base int64, buf *[]byte, rep *RecoveryReport) (*segmen
 	seg.size.Store(sc.pos)
 	seg.next.Store(next)
 	seg.sealed = false
-	seg.unsynced = true
+	seg.markWritten()
 	return seg, nil
 }

@@ -59,9 +59,10 @@ type segment struct {
 	firstTs  int64        // max timestamp of the first batch (segment.ms), -1 when empty
 
 	// Writer-only state.
-	sinceIndex int  // bytes appended since the last index entry
-	sealed     bool // indexes trimmed and read-only
-	unsynced   bool // bytes written since the last fsync
+	sinceIndex int    // bytes appended since the last index entry
+	sealed     bool   // indexes trimmed and read-only
+	unsynced   bool   // bytes written since the last fsync
+	writes     uint64 // counts writes, so a background fsync knows what it covered
 
 	refs    sync.WaitGroup
 	closeMu sync.Mutex
@@ -211,9 +212,6 @@ func (s *segment) seal() error {
 	if s.sealed {
 		return nil
 	}
-	if err := s.sync(); err != nil {
-		return err
-	}
 	if ts := s.maxTs.Load(); ts >= 0 {
 		if _, err := s.ti.MaybeAppend(ts, s.next.Load()); err != nil && !errors.Is(err, index.ErrFull) {
 			return fmt.Errorf("log: seal %s: %w", s.logPath, err)
@@ -243,6 +241,12 @@ func (s *segment) unseal() error {
 	}
 	s.sealed = false
 	return nil
+}
+
+// markWritten notes bytes written since the last fsync.
+func (s *segment) markWritten() {
+	s.unsynced = true
+	s.writes++
 }
 
 func (s *segment) sync() error {

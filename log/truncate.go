@@ -27,19 +27,12 @@ func (l *Log) TruncateTo(offset int64) (int64, error) {
 	if offset <= l.segs[0].base || offset < l.start.Load() {
 		return offset, l.resetLocked(offset)
 	}
-	if l.recoveryPoint > offset {
-		l.recoveryPoint = offset
-		if err := l.writeCheckpointLocked(); err != nil {
-			return 0, err
-		}
-	}
-
-	l.mu.Lock()
+	l.mu.RLock()
 	i := l.floorIndex(offset)
 	seg := l.segs[i]
 	pos, hdr, ok, err := l.locate(seg, offset, seg.size.Load())
+	l.mu.RUnlock()
 	if err != nil {
-		l.mu.Unlock()
 		return 0, fmt.Errorf("log: truncate: %w", err)
 	}
 	newEnd := seg.next.Load()
@@ -48,6 +41,17 @@ func (l *Log) TruncateTo(offset int64) (int64, error) {
 	} else {
 		pos = seg.size.Load()
 	}
+	// The recovery point goes down to the new end, not to offset: what is
+	// appended from the new end on is not synced, and a segment sealed
+	// below the recovery point would be trusted without a scan.
+	if l.recoveryPoint > newEnd {
+		l.recoveryPoint = newEnd
+		if err := l.writeCheckpointLocked(); err != nil {
+			return 0, err
+		}
+	}
+
+	l.mu.Lock()
 	dropped := append([]*segment(nil), l.segs[i+1:]...)
 	l.segs = l.segs[:i+1]
 	err = l.cutSegment(seg, pos, newEnd)
