@@ -69,7 +69,8 @@ func (f fullFile) WriteAt(p []byte, off int64) (int, error) {
 // sticky), the node says why it is not ready, and the partition goes on
 // with the other two replicas. The node closes the replica to reopen it
 // (gated: see TestGateOnReopen in replication), and while the disk stays
-// full the open fails and is tried again with a growing backoff. Once
+// full the reopen fails (at open, or at the first append) and is tried
+// again with a growing backoff. Once
 // the disk has room the next open recovers the log, the replica catches up
 // and is released by the vote guard, without a restart: every replica then
 // holds the same records.
@@ -113,13 +114,18 @@ func TestReplicaReopensAfterWriteError(t *testing.T) {
 		}
 		return got
 	}
-	stopped("node 3's replica to stop on the full disk", nil)
-	// Closed to be reopened, and failing to open while the disk stays
-	// full (its recovery cannot write the checkpoint): the node says so.
-	clustertest.WaitFor(t, "node 3 to report a replica it cannot open", 60*time.Second, func() bool {
-		_, open := n3.Replica("full", 0)
+	first := stopped("node 3's replica to stop on the full disk", nil)
+	// Closed to be reopened while the disk stays full: the open fails
+	// when its recovery has a checkpoint to write, and the node says the
+	// replica is not open; or it opens (nothing to write) and stops again
+	// at its first append. Either way it is tried again later.
+	clustertest.WaitFor(t, "node 3 to fail a reopen on the full disk", 60*time.Second, func() bool {
+		r, open := n3.Replica("full", 0)
 		ok, why := n3.Ready()
-		return !open && !ok && strings.Contains(why, "is not open") && strings.Contains(why, "no space left")
+		if ok || !strings.Contains(why, "no space left") {
+			return false
+		}
+		return !open && strings.Contains(why, "is not open") || open && r != first && r.WriteError() != nil
 	})
 	full.Store(false)
 	add("after")

@@ -238,15 +238,16 @@ func Open(cfg Config) (*Replica, error) {
 		r.log.Abort()
 		return nil, err
 	}
-	if r.store, err = openLogStore(r.log, fsys, cfg.Dir); err != nil {
+	if r.snaps, err = openSnapshotStore(fsys, cfg.Dir, r.log); err != nil {
 		return fail(err)
 	}
-	if r.snaps, err = openSnapshotStore(fsys, cfg.Dir, r.log); err != nil {
+	metas, _ := r.snaps.list()
+	replaying := len(metas) > 0 && metas[0].HasData
+	if r.store, err = openLogStore(r.log, fsys, cfg.Dir, replaying); err != nil {
 		return fail(err)
 	}
 	r.snaps.store = r.store
 	hw := r.log.StartOffset()
-	metas, _ := r.snaps.list()
 	if len(metas) > 0 && metas[0].End > hw {
 		hw = metas[0].End
 	}
@@ -257,10 +258,10 @@ func Open(cfg Config) (*Replica, error) {
 	r.store.applied = r.fsm.appliedIndex
 	if len(metas) > 0 {
 		r.fsm.applied = metas[0].Index
-		// A snapshot received but not yet replayed when the replica
-		// stopped: Raft will not restore it again (it trusts the snapshot),
-		// so it is replayed here.
-		if metas[0].HasData {
+		// A snapshot received but not yet replayed, or not to the end,
+		// when the replica stopped: Raft will not restore it again (it
+		// trusts the snapshot), so it is replayed here.
+		if replaying {
 			_, rc, err := r.snaps.Open(metas[0].ID)
 			if err != nil {
 				return fail(err)
@@ -269,6 +270,7 @@ func Open(cfg Config) (*Replica, error) {
 				return fail(fmt.Errorf("replication: replay received snapshot %s: %w", metas[0].ID, err))
 			}
 			logger.Info("replayed a received snapshot", "id", metas[0].ID, "end", metas[0].End)
+			hw = r.log.EndOffset()
 		}
 	}
 	r.fsm.onMarker = r.onMarker

@@ -1,6 +1,9 @@
 package replication
 
 import (
+	"errors"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -193,10 +196,7 @@ func TestCleanRestartOfWholeGroup(t *testing.T) {
 // past the last command, restores on a lagging replica with exactly the
 // leader's offsets: later batches land at the same offsets everywhere.
 func TestSnapshotEndingInRaftEntries(t *testing.T) {
-	g := newTestGroup(t, 3, func(g *tgroup) {
-		g.raftCfg.TrailingLogs = 5
-		g.logCfg = log.Config{SegmentBytes: 2048, SegmentIndexBytes: 4096}
-	})
+	g := newSnapshotGroup(t)
 	a := acked{}
 	ld := g.leader()
 	g.produce(ld, a, 0, 10)
@@ -224,4 +224,78 @@ func TestSnapshotEndingInRaftEntries(t *testing.T) {
 	g.start(lag)
 	g.produce(target, a, 70, 20)
 	g.checkConverged(a)
+}
+
+// TestReplayCutShortByACrash: a replica that had compacted its Raft log
+// far into its partition log falls behind the leader's log, receives a
+// snapshot of the whole partition, and is killed while replaying it,
+// after the replay restarted its log and wrote a few batches. Its anchor
+// still names an offset of the old log, now past the log end; it must
+// open, finish the replay from the snapshot it kept, and converge.
+func TestReplayCutShortByACrash(t *testing.T) {
+	g := newSnapshotGroup(t)
+	a := acked{}
+	ld := g.leader()
+	g.produce(ld, a, 0, 60)
+	g.checkConverged(a)
+	lag := others(g.nodes, []*tnode{ld})[0]
+	if err := lag.rep.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	if oldAnchor := lag.rep.store.firstOffset(); oldAnchor < 50 {
+		t.Fatalf("the replica's anchor is at %d: not compacted far", oldAnchor)
+	}
+	g.kill(lag)
+	g.produceTo(a, 60, 40)
+	ld = g.leader()
+	if err := ld.rep.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+
+	var (
+		mu      sync.Mutex
+		removed bool
+		writes  int
+	)
+	tripped := make(chan struct{})
+	errCut := errors.New("killed during the replay")
+	lag.fs.SetHook(func(_ int, kind, name string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case writes >= 3:
+			return errCut
+		case kind == vfs.OpRemove && strings.HasSuffix(name, ".log"):
+			removed = true
+		case removed && kind == vfs.OpWriteAt && strings.HasSuffix(name, ".log"):
+			if writes++; writes == 3 {
+				close(tripped)
+				return errCut
+			}
+		}
+		return nil
+	})
+	g.start(lag)
+	select {
+	case <-tripped:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the lagging replica never replayed a snapshot")
+	}
+	g.kill(lag)
+	lag.fs.SetHook(nil)
+	g.start(lag)
+	waitFor(t, "the replica to catch up after the replay", 30*time.Second, func() bool {
+		return lag.rep.Log().EndOffset() == g.leader().rep.Log().EndOffset()
+	})
+	g.produce(g.leader(), a, 100, 5)
+	g.checkConverged(a)
+}
+
+// newSnapshotGroup is a group of 3 whose Raft logs keep 5 entries past a
+// snapshot, so that a replica left behind catches up by snapshot.
+func newSnapshotGroup(t *testing.T) *tgroup {
+	return newTestGroup(t, 3, func(g *tgroup) {
+		g.raftCfg.TrailingLogs = 5
+		g.logCfg = log.Config{SegmentBytes: 2048, SegmentIndexBytes: 4096}
+	})
 }

@@ -109,8 +109,19 @@ func readAnchor(fsys vfs.FS, dir string) (anchor, bool, error) {
 }
 
 // openLogStore loads the dense index from the anchor to the log end.
-func openLogStore(l *log.Log, fsys vfs.FS, dir string) (*logStore, error) {
+//
+// With replaying set, a received snapshot is to be replayed into the log
+// before Raft starts (its data is still in the snapshot store): the store
+// opens empty, trusting neither the log nor the anchor. A replay cut short
+// by a crash leaves the log restarted and partly rewritten while the anchor
+// still maps the old log: past the new end, or, worse, onto batches that
+// are not the entries it names. The replay resets the log and writes the
+// anchor anew.
+func openLogStore(l *log.Log, fsys vfs.FS, dir string, replaying bool) (*logStore, error) {
 	s := &logStore{log: l, fs: fsys, dir: dir}
+	if replaying {
+		return s, nil
+	}
 	a, ok, err := readAnchor(fsys, dir)
 	if err != nil {
 		return nil, err
