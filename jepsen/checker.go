@@ -33,7 +33,7 @@ type Read struct {
 
 // Anomaly is one violation found.
 type Anomaly struct {
-	Kind   string // lost, duplicate, inconsistent-offset, reorder, nonmonotonic-poll, unexpected
+	Kind   string // lost, unreadable, duplicate, inconsistent-offset, reorder, nonmonotonic-poll, unexpected
 	Detail string
 }
 
@@ -60,9 +60,11 @@ func (r Result) OK() bool {
 	return true
 }
 
-// Check checks a history.
-func Check(writes []Write, reads []Read) Result {
-	res := Result{Counts: map[string]int{"lost": 0, "duplicate": 0, "inconsistent-offset": 0, "reorder": 0, "nonmonotonic-poll": 0, "unexpected": 0}}
+// Check checks a history. unread names the partitions the final read could
+// not reach (no leader within its time limit): their acknowledged writes
+// are unreadable, an availability failure, not lost ones.
+func Check(writes []Write, reads []Read, unread map[int32]bool) Result {
+	res := Result{Counts: map[string]int{"lost": 0, "unreadable": 0, "duplicate": 0, "inconsistent-offset": 0, "reorder": 0, "nonmonotonic-poll": 0, "unexpected": 0}}
 	perKind := map[string]int{}
 	add := func(kind, format string, a ...any) {
 		res.Counts[kind]++
@@ -127,6 +129,10 @@ func Check(writes []Write, reads []Read) Result {
 	}
 	for _, w := range attempted {
 		if !w.Acked {
+			continue
+		}
+		if finalCount[w.Value] == 0 && unread[w.Partition] {
+			add("unreadable", "%q acknowledged at partition %d offset %d, which the final read could not reach", w.Value, w.Partition, w.Offset)
 			continue
 		}
 		if finalCount[w.Value] == 0 {

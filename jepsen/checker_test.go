@@ -15,11 +15,11 @@ func fr(p int32, off int64, v string) Read {
 func TestCheckerFindsEachAnomaly(t *testing.T) {
 	clean := []Write{w(0, 1, 0, "a", true, 0), w(0, 2, 0, "b", true, 1), w(1, 1, 1, "c", false, -1)}
 	cleanReads := []Read{fr(0, 0, "a"), fr(0, 1, "b")}
-	if r := Check(clean, cleanReads); !r.OK() {
+	if r := Check(clean, cleanReads, nil); !r.OK() {
 		t.Fatalf("clean history flagged: %+v", r)
 	}
 	// An unacknowledged write that did land is fine too.
-	if r := Check(clean, append(cleanReads, fr(1, 0, "c"))); !r.OK() {
+	if r := Check(clean, append(cleanReads, fr(1, 0, "c")), nil); !r.OK() {
 		t.Fatalf("unacknowledged but present write flagged: %+v", r)
 	}
 	cases := map[string]struct {
@@ -35,13 +35,19 @@ func TestCheckerFindsEachAnomaly(t *testing.T) {
 			Read{Reader: 2, Partition: 0, Offset: 1, Value: "b"}, Read{Reader: 2, Partition: 0, Offset: 0, Value: "a"})},
 	}
 	for kind, c := range cases {
-		r := Check(c.writes, c.reads)
+		r := Check(c.writes, c.reads, nil)
 		if r.Counts[kind] == 0 {
 			t.Errorf("%s not found: %+v", kind, r)
 		}
 	}
+	// A partition the final read could not reach: its acknowledged writes
+	// are unreadable, not lost.
+	r := Check(clean, []Read{fr(0, 0, "a")}, map[int32]bool{0: true})
+	if r.Counts["unreadable"] != 1 || r.Counts["lost"] != 0 || r.OK() {
+		t.Errorf("write in an unreachable partition: %+v", r)
+	}
 	// An acknowledged offset that holds another value.
-	r := Check([]Write{w(0, 1, 0, "a", true, 5)}, []Read{fr(0, 0, "a")})
+	r = Check([]Write{w(0, 1, 0, "a", true, 5)}, []Read{fr(0, 0, "a")}, nil)
 	if r.Counts["inconsistent-offset"] == 0 {
 		t.Errorf("acknowledged offset mismatch not found: %+v", r)
 	}

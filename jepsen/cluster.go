@@ -460,28 +460,43 @@ func dropUnsynced(dataDir string, rng *rand.Rand) (int64, error) {
 }
 
 // readAll reads every partition of topic from its start to its end offset
-// as the cluster reports it now.
-func (c *pcluster) readAll(name string, timeout time.Duration) ([]Read, error) {
+// as the cluster reports it now. Partitions that have no leader for half
+// the time limit are left out and returned as unread.
+func (c *pcluster) readAll(name string, timeout time.Duration) ([]Read, map[int32]bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap()...), kgo.ConsumeTopics(name), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer cl.Close()
 	var ends kadm.ListedOffsets
+	endsBy := time.Now().Add(timeout / 2)
 	for {
 		ends, err = kadm.NewClient(cl).ListEndOffsets(ctx, name)
 		if err == nil && ends.Error() == nil {
 			break
 		}
+		if len(ends) > 0 && time.Now().After(endsBy) {
+			break // read the partitions that have a leader
+		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("end offsets: %v", err)
+			return nil, nil, fmt.Errorf("end offsets: %v", err)
 		}
 		time.Sleep(200 * time.Millisecond) // leaders are being elected
 	}
+	unread := map[int32]bool{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			unread[o.Partition] = true
+		}
+	})
 	want := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) { want[o.Partition] = o.Offset })
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil {
+			want[o.Partition] = o.Offset
+		}
+	})
 	var out []Read
 	next := map[int32]int64{}
 	done := func() bool {
@@ -498,7 +513,7 @@ func (c *pcluster) readAll(name string, timeout time.Duration) ([]Read, error) {
 		fs := cl.PollFetches(pctx)
 		pcancel()
 		if ctx.Err() != nil {
-			return out, fmt.Errorf("final read incomplete: %v of %v", next, want)
+			return out, unread, fmt.Errorf("final read incomplete: %v of %v", next, want)
 		}
 		n := 0
 		fs.EachRecord(func(r *kgo.Record) {
@@ -518,7 +533,7 @@ func (c *pcluster) readAll(name string, timeout time.Duration) ([]Read, error) {
 			idle = 0
 		}
 	}
-	return out, nil
+	return out, unread, nil
 }
 
 // admin returns a client and its kadm.

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -355,9 +357,12 @@ func run(cfg runConfig) (Result, error) {
 	}
 
 	// Final read of everything, from every partition's start to its end.
-	final, err := c.readAll(topic, 120*time.Second)
+	final, unread, err := c.readAll(topic, 120*time.Second)
 	if err != nil {
 		say("final read: %v", err)
+	}
+	if len(unread) > 0 {
+		say("final read: partitions %v had no leader within the limit; their writes are counted as unreadable", slices.Sorted(maps.Keys(unread)))
 	}
 	reads = append(reads, final...)
 	// The harness's own warm-up records (one per partition, before the
@@ -369,7 +374,7 @@ func run(cfg runConfig) (Result, error) {
 		}
 	}
 	reads = kept
-	res := Check(writes, reads)
+	res := Check(writes, reads, unread)
 	ops := lin.history()
 	res.LinOps = len(ops)
 	linStart := time.Now()
@@ -427,7 +432,7 @@ func writeReport(cfg runConfig, res Result, faults []fault, writes []Write) erro
 	fmt.Fprintf(&b, "- nodes %d, producers %d, partitions %d, flush.messages %d, network %s, %s\n", cfg.Nodes, cfg.Producers, cfg.Partitions, cfg.FlushMessages, cfg.Net, cfg.GoVersion)
 	fmt.Fprintf(&b, "- writes attempted %d, acknowledged %d, failed or unknown %d; records in the final read %d\n\n", res.Attempted, res.Acked, res.Failed, res.FinalRecords)
 	fmt.Fprintf(&b, "| anomaly | count |\n| --- | --- |\n")
-	for _, k := range []string{"lost", "duplicate", "inconsistent-offset", "reorder", "nonmonotonic-poll", "unexpected", "nonlinearizable"} {
+	for _, k := range []string{"lost", "unreadable", "duplicate", "inconsistent-offset", "reorder", "nonmonotonic-poll", "unexpected", "nonlinearizable"} {
 		fmt.Fprintf(&b, "| %s | %d |\n", k, res.Counts[k])
 	}
 	if res.Bound != nil {
