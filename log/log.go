@@ -670,6 +670,7 @@ func isIndexFile(name string) bool {
 // node that must stop after a fatal error.
 func (l *Log) Abort() {
 	l.stopFlusher()
+	defer l.bg.Wait() // as in Close
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	if l.closed {
