@@ -388,21 +388,29 @@ func (l *Log) syncSealed(seg *segment) {
 	l.bg.Add(1)
 	l.background(func() {
 		defer l.bg.Done()
-		if !seg.acquire() {
+		// Under mu, like a reader: cutSegment waits for the references
+		// while it holds mu, and no reference may start during that wait.
+		l.mu.RLock()
+		ok := seg.acquire()
+		l.mu.RUnlock()
+		if !ok {
 			return // deleted or closed: nothing left to sync
 		}
 		err := func() error {
 			defer seg.release()
-			return seg.f.Sync()
+			return seg.syncNow() // a failure stays on the segment for every later fsync
 		}()
 		l.wmu.Lock()
 		defer l.wmu.Unlock()
-		if l.closed || l.werr != nil || seg.writes != writes {
+		if l.closed || l.werr != nil {
 			return
 		}
 		if err != nil {
 			l.stop(fmt.Errorf("log: sync %s: %w", seg.logPath, err))
 			return
+		}
+		if seg.writes != writes {
+			return // written since (after a truncation): not all of it synced
 		}
 		seg.unsynced = false
 		l.advanceRecoveryPoint()

@@ -2,9 +2,12 @@ package log
 
 import (
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/raftlog/raftlog/log/vfs"
 )
@@ -140,5 +143,99 @@ func TestRollSyncRacesCloseAndTruncation(t *testing.T) {
 		if err := l2.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestBackgroundSyncFailureIsKept: the background fsync of a sealed
+// segment fails. The failure stops the log and stays with the segment: a
+// later fsync through the same file (which Linux may let succeed over the
+// lost pages) does not make a flush or a close succeed, and no
+// clean-shutdown marker is written.
+func TestBackgroundSyncFailureIsKept(t *testing.T) {
+	fs := vfs.NewMem()
+	errIO := errors.New("input/output error")
+	var failed atomic.Bool
+	var queued []func()
+	l, err := Open("/d", WithFS(fs), WithIndexDir(t.TempDir()), WithConfig(Config{SegmentBytes: 1000}),
+		func(o *options) { o.background = func(fn func()) { queued = append(queued, fn) } })
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs.SetHook(func(_ int, kind, name string) error {
+		if kind == vfs.OpSync && strings.HasSuffix(name, "00000000000000000000.log") && !failed.Swap(true) {
+			return errIO // the first fsync of the first segment only
+		}
+		return nil
+	})
+	for len(l.Segments()) < 2 {
+		if _, err := l.Append(mkBatch(2, 100, 1), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	queued[0]()
+	if !failed.Load() || !errors.Is(l.Err(), errIO) {
+		t.Fatalf("background fsync failure not kept: failed %v, log error %v", failed.Load(), l.Err())
+	}
+	if err := l.Flush(); !errors.Is(err, errIO) {
+		t.Fatalf("flush after a failed background fsync: %v", err)
+	}
+	if err := l.Close(); err == nil {
+		t.Fatal("close after a failed background fsync succeeded")
+	}
+	if ok, _ := fs.Exists("/d/" + cleanShutdownName); ok {
+		t.Fatal("clean-shutdown marker written after a failed fsync")
+	}
+}
+
+// TestCloseDuringAFailingBackgroundSync: Close starts while the background
+// fsync of a sealed segment is failing. Its own fsync of that segment
+// (which the file system lets succeed, as Linux may for a second fsync of
+// the same file) must not hide the failure: Close fails and writes no
+// clean-shutdown marker.
+func TestCloseDuringAFailingBackgroundSync(t *testing.T) {
+	fs := vfs.NewMem()
+	errIO := errors.New("input/output error")
+	var queued []func()
+	l, err := Open("/d", WithFS(fs), WithIndexDir(t.TempDir()), WithConfig(Config{SegmentBytes: 1000}),
+		func(o *options) { o.background = func(fn func()) { queued = append(queued, fn) } })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for len(l.Segments()) < 2 {
+		if _, err := l.Append(mkBatch(2, 100, 1), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	fs.SetHook(func(_ int, kind, name string) error {
+		if kind == vfs.OpSync && strings.HasSuffix(name, "00000000000000000000.log") && !first.Swap(true) {
+			close(entered)
+			<-release
+			return errIO
+		}
+		return nil
+	})
+	taskDone := make(chan struct{})
+	go func() { defer close(taskDone); queued[0]() }()
+	<-entered
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close() }()
+	// Let the failing fsync return once Close holds the writer lock.
+	deadline := time.Now().Add(10 * time.Second)
+	for l.wmu.TryLock() {
+		l.wmu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatal("Close never took the writer lock")
+		}
+		runtime.Gosched()
+	}
+	close(release)
+	if err := <-closed; !errors.Is(err, errIO) {
+		t.Fatalf("Close during a failing background fsync: %v", err)
+	}
+	<-taskDone
+	if ok, _ := fs.Exists("/d/" + cleanShutdownName); ok {
+		t.Fatal("clean-shutdown marker written over a failed fsync")
 	}
 }

@@ -64,6 +64,11 @@ type segment struct {
 	unsynced   bool   // bytes written since the last fsync
 	writes     uint64 // counts writes, so a background fsync knows what it covered
 
+	// syncMu serialises fsyncs of the .log (a background one and a
+	// flush's) and guards syncErr, the first that failed.
+	syncMu  sync.Mutex
+	syncErr error
+
 	refs    sync.WaitGroup
 	closeMu sync.Mutex
 	closed  bool
@@ -249,15 +254,45 @@ func (s *segment) markWritten() {
 	s.writes++
 }
 
+// sync fsyncs the .log when it has unsynced bytes. Under wmu.
 func (s *segment) sync() error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if s.syncErr != nil {
+		return s.syncErr
+	}
 	if !s.unsynced {
 		return nil
 	}
 	if err := s.f.Sync(); err != nil {
+		s.syncErr = err
 		return err
 	}
 	s.unsynced = false
 	return nil
+}
+
+// syncNow fsyncs the .log whatever its state, outside wmu (a background
+// fsync), and keeps a failure: Linux reports a writeback error to one
+// fsync of a file description only, so a later fsync through the same
+// file would succeed over pages that were lost.
+func (s *segment) syncNow() error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if s.syncErr != nil {
+		return s.syncErr
+	}
+	if err := s.f.Sync(); err != nil {
+		s.syncErr = err
+	}
+	return s.syncErr
+}
+
+// failedSync is the error of a failed fsync of the .log, if any.
+func (s *segment) failedSync() error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	return s.syncErr
 }
 
 // scanner walks the batches of a segment file from a position, reading in

@@ -73,6 +73,9 @@ func (l *Log) cutSegment(seg *segment, pos, next int64) error {
 	// them finish before the bytes under them change. New ones cannot
 	// start while mu is held.
 	seg.refs.Wait()
+	if err := seg.failedSync(); err != nil {
+		return fmt.Errorf("log: sync %s: %w", seg.logPath, err)
+	}
 	if err := seg.unseal(); err != nil {
 		return fmt.Errorf("log: truncate %s: %w", seg.logPath, err)
 	}

@@ -177,7 +177,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	// Raft hands Restore a wrapped reader: drop the data of every
 	// received snapshot, all of it is in the log now.
 	if f.snaps != nil {
-		f.snaps.dropAllData()
+		if err := f.snaps.dropAllData(); err != nil && f.onError != nil {
+			f.onError(err)
+		}
 	}
 	return nil
 }

@@ -235,10 +235,7 @@ func TestSnapshotEndingInRaftEntries(t *testing.T) {
 func TestReplayCutShortByACrash(t *testing.T) {
 	g := newSnapshotGroup(t)
 	a := acked{}
-	ld := g.leader()
-	g.produce(ld, a, 0, 60)
-	g.checkConverged(a)
-	lag := others(g.nodes, []*tnode{ld})[0]
+	lag := g.convergedFollower(a, 60)
 	if err := lag.rep.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
@@ -247,8 +244,7 @@ func TestReplayCutShortByACrash(t *testing.T) {
 	}
 	g.kill(lag)
 	g.produceTo(a, 60, 40)
-	ld = g.leader()
-	if err := ld.rep.Snapshot(); err != nil {
+	if err := g.leader().rep.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -291,6 +287,59 @@ func TestReplayCutShortByACrash(t *testing.T) {
 	g.checkConverged(a)
 }
 
+// TestReplayedSnapshotKeptItsData: a replica replays a received snapshot
+// to its end, but dropping the snapshot's data fails (its metadata cannot
+// be written), and it goes on to store entries after the snapshot. When it
+// opens again it must not replay the snapshot a second time: that would
+// cut the entries it stored (and acknowledged) since.
+func TestReplayedSnapshotKeptItsData(t *testing.T) {
+	g := newSnapshotGroup(t)
+	a := acked{}
+	lag := g.convergedFollower(a, 20)
+	g.kill(lag)
+	g.produceTo(a, 20, 30)
+	if err := g.leader().rep.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu      sync.Mutex
+		removed bool
+		failed  bool
+	)
+	lag.fs.SetHook(func(_ int, kind, name string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case kind == vfs.OpRemove && strings.HasSuffix(name, ".log"):
+			removed = true
+		case removed && !failed && kind == vfs.OpRename && strings.Contains(name, "/snapshots/"):
+			failed = true
+			return errors.New("no space left on device")
+		}
+		return nil
+	})
+	g.start(lag)
+	waitFor(t, "the replica to replay the snapshot and catch up", 30*time.Second, func() bool {
+		mu.Lock()
+		f := failed
+		mu.Unlock()
+		return f && lag.rep.Log().EndOffset() == g.leader().rep.Log().EndOffset()
+	})
+	lag.fs.SetHook(nil)
+	g.produceTo(a, 50, 10)
+	waitFor(t, "the replica to store the entries after the snapshot", 30*time.Second, func() bool {
+		return lag.rep.Log().EndOffset() == g.leader().rep.Log().EndOffset()
+	})
+	before := lag.rep.Log().EndOffset()
+	g.stop(lag)
+	g.start(lag)
+	if end := lag.rep.Log().EndOffset(); end < before {
+		t.Fatalf("reopened with its log cut from %d to %d: the replayed snapshot was replayed again", before, end)
+	}
+	g.produce(g.leader(), a, 60, 5)
+	g.checkConverged(a)
+}
+
 // newSnapshotGroup is a group of 3 whose Raft logs keep 5 entries past a
 // snapshot, so that a replica left behind catches up by snapshot.
 func newSnapshotGroup(t *testing.T) *tgroup {
@@ -298,4 +347,13 @@ func newSnapshotGroup(t *testing.T) *tgroup {
 		g.raftCfg.TrailingLogs = 5
 		g.logCfg = log.Config{SegmentBytes: 2048, SegmentIndexBytes: 4096}
 	})
+}
+
+// convergedFollower produces n batches through the leader, waits until
+// every replica holds them, and returns a follower.
+func (g *tgroup) convergedFollower(a acked, n int) *tnode {
+	ld := g.leader()
+	g.produce(ld, a, 0, n)
+	g.checkConverged(a)
+	return others(g.nodes, []*tnode{ld})[0]
 }

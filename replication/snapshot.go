@@ -360,17 +360,22 @@ func (s *snapshotStore) dropData(id string) error {
 	return s.fs.RemoveAll(s.dataPath(id))
 }
 
-// dropAllData makes every received snapshot metadata-only.
-func (s *snapshotStore) dropAllData() {
+// dropAllData makes every received snapshot metadata-only. A failure
+// leaves a snapshot with data behind, which Open recognises as replayed
+// by the anchor the replay wrote.
+func (s *snapshotStore) dropAllData() error {
 	metas, err := s.list()
 	if err != nil {
-		return
+		return err
 	}
 	for _, m := range metas {
 		if m.HasData {
-			_ = s.dropData(m.ID)
+			if err := s.dropData(m.ID); err != nil {
+				return fmt.Errorf("replication: drop the data of snapshot %s: %w", m.ID, err)
+			}
 		}
 	}
+	return nil
 }
 
 // snapReader is the stream of a snapshot: header, then batches.
