@@ -381,10 +381,10 @@ func (l *Log) roll(base int64) error {
 // scans from the segment holding the recovery point. A flush (Flush,
 // flush.messages, flush.ms, Close) fsyncs it itself. Under wmu.
 func (l *Log) syncSealed(seg *segment) {
-	if !seg.unsynced {
+	if !seg.dirty() {
 		return
 	}
-	writes := seg.writes
+	writes := seg.writes // what this fsync covers
 	l.bg.Add(1)
 	l.background(func() {
 		defer l.bg.Done()
@@ -398,7 +398,7 @@ func (l *Log) syncSealed(seg *segment) {
 		}
 		err := func() error {
 			defer seg.release()
-			return seg.syncNow() // a failure stays on the segment for every later fsync
+			return seg.fsync() // a failure stays on the segment for every later fsync
 		}()
 		l.wmu.Lock()
 		defer l.wmu.Unlock()
@@ -409,10 +409,8 @@ func (l *Log) syncSealed(seg *segment) {
 			l.stop(fmt.Errorf("log: sync %s: %w", seg.logPath, err))
 			return
 		}
-		if seg.writes != writes {
-			return // written since (after a truncation): not all of it synced
-		}
-		seg.unsynced = false
+		// Written since (after a truncation), it stays dirty.
+		seg.synced = max(seg.synced, writes)
 		l.advanceRecoveryPoint()
 	})
 }
@@ -421,7 +419,7 @@ func (l *Log) syncSealed(seg *segment) {
 // from the one holding it that are fsynced, and checkpoints it. Under wmu.
 func (l *Log) advanceRecoveryPoint() {
 	rp := l.recoveryPoint
-	for i := l.floorIndex(rp); i < len(l.segs)-1 && !l.segs[i].unsynced; i++ {
+	for i := l.floorIndex(rp); i < len(l.segs)-1 && !l.segs[i].dirty(); i++ {
 		rp = l.segs[i+1].base
 	}
 	if rp > l.recoveryPoint {

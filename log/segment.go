@@ -61,8 +61,8 @@ type segment struct {
 	// Writer-only state.
 	sinceIndex int    // bytes appended since the last index entry
 	sealed     bool   // indexes trimmed and read-only
-	unsynced   bool   // bytes written since the last fsync
-	writes     uint64 // counts writes, so a background fsync knows what it covered
+	writes     uint64 // writes into the .log so far
+	synced     uint64 // writes an fsync has covered (dirty while below writes)
 
 	// syncMu serialises fsyncs of the .log (a background one and a
 	// flush's) and guards syncErr, the first that failed.
@@ -248,42 +248,34 @@ func (s *segment) unseal() error {
 	return nil
 }
 
-// markWritten notes bytes written since the last fsync.
-func (s *segment) markWritten() {
-	s.unsynced = true
-	s.writes++
-}
+// markWritten counts a write into the .log. Under wmu.
+func (s *segment) markWritten() { s.writes++ }
 
-// sync fsyncs the .log when it has unsynced bytes. Under wmu.
+// dirty reports writes no fsync has covered yet. Under wmu.
+func (s *segment) dirty() bool { return s.synced != s.writes }
+
+// sync fsyncs the .log when it is dirty. Under wmu.
 func (s *segment) sync() error {
-	s.syncMu.Lock()
-	defer s.syncMu.Unlock()
-	if s.syncErr != nil {
-		return s.syncErr
+	if !s.dirty() {
+		return s.failedSync()
 	}
-	if !s.unsynced {
-		return nil
-	}
-	if err := s.f.Sync(); err != nil {
-		s.syncErr = err
+	w := s.writes
+	if err := s.fsync(); err != nil {
 		return err
 	}
-	s.unsynced = false
+	s.synced = w
 	return nil
 }
 
-// syncNow fsyncs the .log whatever its state, outside wmu (a background
-// fsync), and keeps a failure: Linux reports a writeback error to one
-// fsync of a file description only, so a later fsync through the same
-// file would succeed over pages that were lost.
-func (s *segment) syncNow() error {
+// fsync fsyncs the .log, from any goroutine (a background fsync holds no
+// lock of the log), and keeps a failure: Linux reports a writeback error
+// to one fsync of a file description only, so a later fsync through the
+// same file would succeed over pages that were lost.
+func (s *segment) fsync() error {
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
-	if s.syncErr != nil {
-		return s.syncErr
-	}
-	if err := s.f.Sync(); err != nil {
-		s.syncErr = err
+	if s.syncErr == nil {
+		s.syncErr = s.f.Sync()
 	}
 	return s.syncErr
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"runtime"
 	"sync"
 	"testing"
@@ -240,14 +239,7 @@ type transportPair struct {
 func newTransportPair(t *testing.T, group string, fastOnB bool) *transportPair {
 	t.Helper()
 	p := &transportPair{}
-	for i := range p.muxes {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.muxes[i] = NewMux(ln, "")
-		t.Cleanup(func() { p.muxes[i].Close() })
-	}
+	copy(p.muxes[:], newTestMuxes(t, len(p.muxes)))
 	for i, m := range p.muxes {
 		layer, err := m.Layer(group)
 		if err != nil {

@@ -19,16 +19,7 @@ import (
 // and one incoming TCP connection per peer, whatever the number of groups.
 func TestMuxConnectionsDoNotGrowWithGroups(t *testing.T) {
 	const nodes, groups = 3, 12
-	var muxes []*Mux
-	for i := 0; i < nodes; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := NewMux(ln, "")
-		t.Cleanup(func() { m.Close() })
-		muxes = append(muxes, m)
-	}
+	muxes := newTestMuxes(t, nodes)
 	var all [][]*Replica
 	for g := 0; g < groups; g++ {
 		var reps []*Replica
@@ -97,15 +88,7 @@ func TestMuxConnectionsDoNotGrowWithGroups(t *testing.T) {
 // stream nobody reads would block until the write deadline), and one to a
 // hosted group carries bytes both ways.
 func TestMuxDialUnhostedGroup(t *testing.T) {
-	var muxes [2]*Mux
-	for i := range muxes {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		muxes[i] = NewMux(ln, "")
-		t.Cleanup(func() { muxes[i].Close() })
-	}
+	muxes := newTestMuxes(t, 2)
 	if _, err := muxes[0].Dial("absent", muxes[1].Addr(), 5*time.Second); !errors.Is(err, ErrGroupNotHosted) {
 		t.Fatalf("dial of a group not hosted: %v, want ErrGroupNotHosted", err)
 	}
@@ -155,15 +138,7 @@ func TestMuxDialUnhostedGroup(t *testing.T) {
 // within the stream close timeout instead of blocking on the window until
 // its own deadline.
 func TestMuxGroupCloseAbortsStreams(t *testing.T) {
-	var muxes [2]*Mux
-	for i := range muxes {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		muxes[i] = NewMux(ln, "")
-		t.Cleanup(func() { muxes[i].Close() })
-	}
+	muxes := newTestMuxes(t, 2)
 	layer, err := muxes[1].Layer("g")
 	if err != nil {
 		t.Fatal(err)
@@ -205,4 +180,20 @@ func TestMuxGroupCloseAbortsStreams(t *testing.T) {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// newTestMuxes starts n muxes on loopback, closed at the end of the test.
+func newTestMuxes(t *testing.T, n int) []*Mux {
+	t.Helper()
+	muxes := make([]*Mux, n)
+	for i := range muxes {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := NewMux(ln, "")
+		t.Cleanup(func() { m.Close() })
+		muxes[i] = m
+	}
+	return muxes
 }
