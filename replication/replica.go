@@ -242,23 +242,18 @@ func Open(cfg Config) (*Replica, error) {
 		return fail(err)
 	}
 	metas, _ := r.snaps.list()
-	replaying := len(metas) > 0 && metas[0].HasData
-	if replaying {
-		// The replay's last step writes the anchor (index + 1, end): when
-		// it is there, the replay ended and only dropping the data file
-		// did not (a failed write of the metadata). Entries stored after
-		// the replay must not be replayed away.
-		a, ok, err := readAnchor(fsys, cfg.Dir)
-		if err == nil && ok && a.index == metas[0].Index+1 && a.offset == metas[0].End && r.log.EndOffset() >= a.offset {
-			replaying = false
-			if err := r.snaps.dropData(metas[0].ID); err != nil {
-				logger.Warn("dropping a replayed snapshot's data failed", "id", metas[0].ID, "error", err)
-			}
-			metas[0].HasData = false
-		}
+	var pending *snapMeta
+	if len(metas) > 0 && metas[0].HasData {
+		pending = &metas[0]
 	}
-	if r.store, err = openLogStore(r.log, fsys, cfg.Dir, replaying); err != nil {
+	var replaying bool
+	if r.store, replaying, err = openLogStore(r.log, fsys, cfg.Dir, pending); err != nil {
 		return fail(err)
+	}
+	if pending != nil && !replaying {
+		if err := r.snaps.dropData(pending.ID); err != nil {
+			logger.Warn("dropping a replayed snapshot's data failed", "id", pending.ID, "error", err)
+		}
 	}
 	r.snaps.store = r.store
 	hw := r.log.StartOffset()

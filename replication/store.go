@@ -110,32 +110,35 @@ func readAnchor(fsys vfs.FS, dir string) (anchor, bool, error) {
 
 // openLogStore loads the dense index from the anchor to the log end.
 //
-// With replaying set, a received snapshot is to be replayed into the log
-// before Raft starts (its data is still in the snapshot store): the store
-// opens empty, trusting neither the log nor the anchor. A replay cut short
-// by a crash leaves the log restarted and partly rewritten while the anchor
-// still maps the old log: past the new end, or, worse, onto batches that
-// are not the entries it names. The replay resets the log and writes the
-// anchor anew.
-func openLogStore(l *log.Log, fsys vfs.FS, dir string, replaying bool) (*logStore, error) {
-	s := &logStore{log: l, fs: fsys, dir: dir}
-	if replaying {
-		return s, nil
-	}
+// pending is the newest snapshot when it still has its data file (one
+// received from a leader), else nil. Unless the anchor is the one its
+// replay writes last ((index + 1, end): the replay ended, only dropping
+// the data file did not, and the entries stored since must stay), the
+// snapshot is to be replayed before Raft starts and the store opens empty
+// (replay is true), trusting neither the log nor the anchor: a replay cut
+// short by a crash leaves the log restarted and partly rewritten while the
+// anchor still maps the old log, past the new end or, worse, onto batches
+// that are not the entries it names. The replay resets the log and writes
+// the anchor anew.
+func openLogStore(l *log.Log, fsys vfs.FS, dir string, pending *snapMeta) (s *logStore, replay bool, err error) {
+	s = &logStore{log: l, fs: fsys, dir: dir}
 	a, ok, err := readAnchor(fsys, dir)
+	if pending != nil && !(err == nil && ok && a.index == pending.Index+1 && a.offset == pending.End && l.EndOffset() >= a.offset) {
+		return s, true, nil
+	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if !ok {
 		if l.EndOffset() != l.StartOffset() {
-			return nil, fmt.Errorf("replication: %s holds data but no Raft anchor", l.Dir())
+			return nil, false, fmt.Errorf("replication: %s holds data but no Raft anchor", l.Dir())
 		}
-		return s, nil
+		return s, false, nil
 	}
 	end := l.EndOffset()
 	if a.offset > end {
 		// The anchor is written only at fsynced points, so this is damage.
-		return nil, fmt.Errorf("replication: anchor offset %d past the log end %d", a.offset, end)
+		return nil, false, fmt.Errorf("replication: anchor offset %d past the log end %d", a.offset, end)
 	}
 	s.first, s.next = a.index, a.index
 	if a.offset < end {
@@ -144,11 +147,11 @@ func openLogStore(l *log.Log, fsys vfs.FS, dir string, replaying bool) (*logStor
 			return true
 		})
 		if err != nil {
-			return nil, fmt.Errorf("replication: rebuild Raft index: %w", err)
+			return nil, false, fmt.Errorf("replication: rebuild Raft index: %w", err)
 		}
 	}
 	l.Pin(a.offset)
-	return s, nil
+	return s, false, nil
 }
 
 func (s *logStore) writeAnchor(a anchor) error {

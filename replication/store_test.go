@@ -21,7 +21,7 @@ func openTestStore(t *testing.T, fs *vfs.MemFS, idx string) (*log.Log, *logStore
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := openLogStore(l, fs, "/r", false)
+	s, _, err := openLogStore(l, fs, "/r", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +344,7 @@ func TestLogStoreCacheBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := openLogStore(l, fs, "/r", false)
+	s, _, err := openLogStore(l, fs, "/r", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
