@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -188,15 +189,55 @@ func TestProduceRate(t *testing.T) {
 	if _, _, err := EnsureTopic(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	c.Rate, c.Duration = 2000, 300*time.Millisecond
+	c.Rate, c.Duration, c.Timeline = 2000, 300*time.Millisecond, true
 	p, err := Produce(ctx, c)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A step for every TimelineStep of the run; each step's worst is at
+	// most the run's, and the worst of them is the run's.
+	if len(p.Timeline) != int(c.Duration/TimelineStep)+1 || slices.Max(p.Timeline) != p.Latency.Max {
+		t.Fatalf("timeline %v, max %v", p.Timeline, p.Latency.Max)
 	}
 	// Pacing can only hold records back: never more than the schedule.
 	// (A fifth more for timers that fire late on a busy machine.)
 	if limit := int64(1.2*c.Rate*c.Duration.Seconds()) + int64(c.Producers); p.Records > limit || p.Records == 0 {
 		t.Fatalf("rate %v for %v: %d records, want 1..%d", c.Rate, c.Duration, p.Records, limit)
+	}
+}
+
+func TestFillPageCache(t *testing.T) {
+	free, err := FreeMemory()
+	if err != nil {
+		if runtime.GOOS != "linux" {
+			t.Skip("no /proc/meminfo")
+		}
+		t.Fatal(err)
+	}
+	if free <= 0 {
+		t.Fatalf("free memory %d", free)
+	}
+	dir := t.TempDir()
+	filled, remove, err := FillPageCache(dir, free-8*RawChunk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Free memory moves between the two readings: at most a little more
+	// than asked, in whole chunks, and the file is there until removed.
+	if filled%RawChunk != 0 || filled > 64*RawChunk {
+		t.Fatalf("filled %d bytes", filled)
+	}
+	if names, _ := os.ReadDir(dir); len(names) != 1 {
+		t.Fatalf("%d files while filled, want 1", len(names))
+	}
+	remove()
+	if names, _ := os.ReadDir(dir); len(names) != 0 {
+		t.Fatalf("%d files after remove, want 0", len(names))
+	}
+	if filled, remove, err := FillPageCache(dir, free<<4); err != nil || filled != 0 {
+		t.Fatalf("leaving more than there is: filled %d, %v", filled, err)
+	} else {
+		remove()
 	}
 }
 

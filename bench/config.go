@@ -37,6 +37,10 @@ type Config struct {
 	// to the end offsets seen when it starts.
 	FromEnd bool
 
+	// Timeline makes a produce keep the worst latency of every
+	// TimelineStep (Result.Timeline).
+	Timeline bool
+
 	// Progress, when set, is called about ten times a second with the
 	// records and value bytes done so far. It must not block.
 	Progress func(records, bytes int64)

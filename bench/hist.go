@@ -49,9 +49,14 @@ func (h *Histogram) Record(d time.Duration) {
 	h.counts[histIndex(v)].Add(1)
 	h.n.Add(1)
 	h.sum.Add(v)
+	raise(&h.max, v)
+}
+
+// raise sets v to x when x is larger.
+func raise(v *atomic.Int64, x int64) {
 	for {
-		m := h.max.Load()
-		if v <= m || h.max.CompareAndSwap(m, v) {
+		old := v.Load()
+		if x <= old || v.CompareAndSwap(old, x) {
 			return
 		}
 	}
@@ -66,12 +71,7 @@ func (h *Histogram) Merge(o *Histogram) {
 	}
 	h.n.Add(o.n.Load())
 	h.sum.Add(o.sum.Load())
-	for {
-		m, v := h.max.Load(), o.max.Load()
-		if v <= m || h.max.CompareAndSwap(m, v) {
-			return
-		}
-	}
+	raise(&h.max, o.max.Load())
 }
 
 // Count is how many durations were recorded.

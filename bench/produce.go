@@ -110,6 +110,10 @@ func Produce(ctx context.Context, c Config) (Result, error) {
 	)
 	defer stopRun()
 	stopProgress := progress(c.Progress, &acked, &bytes)
+	var worst []atomic.Int64 // per TimelineStep of due time
+	if c.Timeline {
+		worst = make([]atomic.Int64, c.Duration/TimelineStep+1)
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	for _, cl := range clients {
@@ -152,7 +156,11 @@ func Produce(ctx context.Context, c Config) (Result, error) {
 						}
 						errMu.Unlock()
 					} else {
-						hist.Record(time.Since(due))
+						lat := time.Since(due)
+						hist.Record(lat)
+						if w := int(due.Sub(start) / TimelineStep); w < len(worst) {
+							raise(&worst[w], int64(lat))
+						}
 						acked.Add(1)
 						bytes.Add(int64(len(r.Value)))
 					}
@@ -177,12 +185,18 @@ func Produce(ctx context.Context, c Config) (Result, error) {
 	res.FirstError = firstErr
 	errMu.Unlock()
 	res.Latency = quantiles(&hist)
+	for i := range worst {
+		res.Timeline = append(res.Timeline, time.Duration(worst[i].Load()))
+	}
 	res.finish(elapsed)
 	if flushErr != nil && !errors.Is(flushErr, context.Canceled) {
 		return res, flushErr
 	}
 	return res, nil
 }
+
+// TimelineStep is the width of a step of Result.Timeline.
+const TimelineStep = 100 * time.Millisecond
 
 // progress calls fn every 100 ms with the counters until the returned
 // function is called (which makes a last call).

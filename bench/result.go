@@ -28,6 +28,10 @@ type Result struct {
 	// slot under Rate, or when it was handed to the client) to its
 	// acknowledgement.
 	Latency Quantiles `json:"latency"`
+	// Timeline is, for a produce, the worst acknowledgement latency of the
+	// records due in each TimelineStep of the run, in order: where in the
+	// run the slow acknowledgements were (a stall, a roll, a collection).
+	Timeline []time.Duration `json:"timeline_ns,omitempty"`
 	// EndToEnd is, for a consume, from the producer's clock stamped in the
 	// value to the consumer receiving the record: only for records stamped
 	// after the consume started (see Config.FromEnd).
@@ -72,6 +76,16 @@ func (r Result) WriteSummary(w io.Writer) {
 	}
 	if r.EndToEnd.N > 0 {
 		fmt.Fprintf(w, "  end-to-end latency: %s\n", r.EndToEnd)
+	}
+	if len(r.Timeline) > 0 {
+		fmt.Fprintf(w, "  worst ack latency per %v (ms):", TimelineStep)
+		for i, d := range r.Timeline {
+			if i%20 == 0 {
+				fmt.Fprint(w, "\n   ")
+			}
+			fmt.Fprintf(w, " %.0f", float64(d)/1e6)
+		}
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "  errors: %d", r.Errors)
 	if r.FirstError != "" {

@@ -58,6 +58,7 @@ func runBenchLoad(kind string, args []string, stdout, stderr io.Writer) int {
 	clientLog := fs.String("client-log-level", "none", "franz-go's own log on standard error: none, error, warn, info, debug")
 	asJSON := fs.Bool("json", false, "print the result as JSON instead of a summary")
 	showProgress := fs.Bool("progress", true, "show a progress bar on standard error")
+	timeline := fs.Bool("timeline", false, "print the worst acknowledgement latency of every 100 ms of the run (produce)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -91,7 +92,7 @@ func runBenchLoad(kind string, args []string, stdout, stderr io.Writer) int {
 	c := bench.Config{
 		Bootstrap: strings.Split(*bootstrap, ","), Topic: *topic, Partitions: int32(*partitions), Replication: int16(*rf),
 		Size: *size, Duration: *duration, Records: *records, Acks: ack, Producers: *producers, Rate: *rate,
-		Compression: *codec, Linger: *linger, FromEnd: *from == "end",
+		Compression: *codec, Linger: *linger, FromEnd: *from == "end", Timeline: *timeline,
 	}
 	if logLevel != kgo.LogLevelNone {
 		c.ClientOpts = append(c.ClientOpts, kgo.WithLogger(kgo.BasicLogger(stderr, logLevel, func() string { return time.Now().Format("15:04:05.000 ") })))

@@ -52,6 +52,8 @@ func runBenchCompare(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "", "directory to write performance.png into (none: no chart)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the first round's 3-node 1024 B × 6 partitions produce to this file")
 	dir := fs.String("dir", "", "directory for the clusters' files (default: a new temporary directory, removed at the end)")
+	halfRate := fs.Float64("half-rate", 0, "records/s of the runs at half load (0: half the median maximum of the rounds; with --rounds 0, only those runs)")
+	precondition := fs.Bool("precondition", true, "before a second run at half load, fill the page cache as a broker that has run for a while has it (bench.FillPageCache; Linux)")
 	level := fs.String("log-level", "off", "log level of the raftlog nodes (deleting a measured topic makes its replicas' peers log errors as they go)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -62,8 +64,8 @@ func runBenchCompare(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *duration <= 0 || *duration > time.Hour || *halfDuration <= 0 || *halfDuration > time.Hour || *warmup < 0 || *warmup > time.Hour ||
-		*rounds < 1 || *rounds > 20 || *rawMiB < 1 || *rawMiB > 16<<10 {
-		fmt.Fprintln(stderr, "--duration and --half-duration must be in (0, 1h], --warmup in [0, 1h], --rounds in [1, 20], --raw-mib in [1, 16384]")
+		*rounds < 0 || *rounds > 20 || (*rounds == 0 && *halfRate <= 0) || *halfRate < 0 || *rawMiB < 1 || *rawMiB > 16<<10 {
+		fmt.Fprintln(stderr, "--duration and --half-duration must be in (0, 1h], --warmup in [0, 1h], --rounds in [1, 20] (0 with --half-rate), --half-rate ≥ 0, --raw-mib in [1, 16384]")
 		return 2
 	}
 	base := *dir
@@ -105,7 +107,7 @@ func runBenchCompare(args []string, stdout, stderr io.Writer) int {
 		stops = nil
 	}
 	defer stopAll()
-	run := compareRun{duration: *duration, rounds: *rounds, shapes: shapes, started: time.Now(), stderr: stderr}
+	run := compareRun{duration: *duration, rounds: *rounds, shapes: shapes, started: time.Now(), stderr: stderr, halfRate: *halfRate}
 	for i := range targets {
 		boot, stop, err := targets[i].start()
 		if err != nil {
@@ -132,9 +134,25 @@ func runBenchCompare(args []string, stdout, stderr io.Writer) int {
 		}
 		run.cells = append(run.cells, cells)
 	}
-	if err := run.halfLoad(ctx, targets, *halfDuration, *warmup); err != nil {
+	if run.half, run.halfRef, err = run.halfLoad(ctx, targets, *halfDuration, *warmup, "free memory"); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
+	}
+	if *precondition && run.half.Records > 0 {
+		start := time.Now()
+		filled, remove, err := bench.FillPageCache(base, preconditionLeave)
+		if err != nil {
+			fmt.Fprintln(stderr, "filling the page cache:", err)
+			return 1
+		}
+		defer remove()
+		fmt.Fprintf(stderr, "page cache filled with %d MiB in %v\n", filled>>20, time.Since(start).Round(100*time.Millisecond))
+		run.steady, run.steadyRef, err = run.halfLoad(ctx, targets, *halfDuration, *warmup, "full page cache")
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		run.preconditioned = true
 	}
 	stopAll()
 	run.writeMarkdown(stdout)
@@ -224,10 +242,18 @@ type compareRun struct {
 	raw      float64           // MB/s, the best round
 	names    []string          // targets, in order; the first is the reference
 	cells    [][][]compareCell // [round][shape][target]
+	halfRate float64           // records/s at half load (0: half the median maximum)
 	half     bench.Result      // the last target, targetShape, at half the maximum
 	halfRef  bench.Result      // the reference at the same rate
-	problems []string
+	// The same after bench.FillPageCache (preconditioned).
+	steady, steadyRef bench.Result
+	preconditioned    bool
+	problems          []string
 }
+
+// preconditionLeave is the free memory bench.FillPageCache leaves: room
+// for the process to grow without waiting on reclaim.
+const preconditionLeave = 512 << 20
 
 func (r *compareRun) config(boot []string, topic string, s compareShape, rf int16) bench.Config {
 	return bench.Config{Bootstrap: boot, Topic: topic, Partitions: s.partitions, Replication: rf, Size: s.size,
@@ -352,44 +378,53 @@ func (r *compareRun) vsRef(op string, si, ti int) float64 {
 
 // halfLoad measures the produce latency of the last target at half the
 // median maximum it reached for targetShape, and that of the reference at
-// the same rate (what the client and loopback alone cost).
-func (r *compareRun) halfLoad(ctx context.Context, targets []compareTarget, d, warmup time.Duration) error {
+// the same rate (what the client and loopback alone cost). memory says
+// what state the machine's memory is in.
+func (r *compareRun) halfLoad(ctx context.Context, targets []compareTarget, d, warmup time.Duration, memory string) (last, ref bench.Result, err error) {
 	si := slices.Index(r.shapes, targetShape)
 	if si < 0 {
-		return nil
+		return last, ref, nil
 	}
 	ti := len(targets) - 1
-	rate := r.median(func(round int) float64 { return r.cells[round][si][ti].produce.RecordsPerSec }) / 2
+	rate := r.halfRate
+	if rate == 0 {
+		rate = r.median(func(round int) float64 { return r.cells[round][si][ti].produce.RecordsPerSec }) / 2
+	}
 	for _, i := range []int{ti, 0} {
 		t := targets[i]
 		c := r.config(t.boot, "bench-half", targetShape, t.rf)
-		c.Rate, c.Duration = rate, d
+		c.Rate, c.Duration, c.Timeline = rate, d, true
 		if _, _, err := bench.EnsureTopic(ctx, c); err != nil {
-			return err
+			return last, ref, err
 		}
 		if warmup > 0 {
 			w := c
 			w.Duration = warmup
 			if _, err := bench.Produce(ctx, w); err != nil {
-				return fmt.Errorf("%s: warm-up at half load: %w", t.name, err)
+				return last, ref, fmt.Errorf("%s: warm-up at half load: %w", t.name, err)
 			}
 		}
 		runtime.GC()
 		p, err := bench.Produce(ctx, c)
 		if err != nil {
-			return fmt.Errorf("%s: produce at half load: %w", t.name, err)
+			return last, ref, fmt.Errorf("%s: produce at half load: %w", t.name, err)
 		}
-		fmt.Fprintf(r.stderr, "%-22s %-12v at %.0f records/s: ack latency %v\n", t.name, targetShape, c.Rate, p.Latency)
+		fmt.Fprintf(r.stderr, "%-22s %-12v at %.0f records/s, %s: ack latency %v\n", t.name, targetShape, c.Rate, memory, p.Latency)
+		fmt.Fprintf(r.stderr, "  worst per %v (ms):", bench.TimelineStep)
+		for _, w := range p.Timeline {
+			fmt.Fprintf(r.stderr, " %.0f", float64(w)/1e6)
+		}
+		fmt.Fprintln(r.stderr)
 		if p.Errors > 0 {
-			r.problems = append(r.problems, fmt.Sprintf("%s %v at half load: %d errors (first: %s)", t.name, targetShape, p.Errors, p.FirstError))
+			r.problems = append(r.problems, fmt.Sprintf("%s %v at half load, %s: %d errors (first: %s)", t.name, targetShape, memory, p.Errors, p.FirstError))
 		}
 		if i == ti {
-			r.half = p
+			last = p
 		} else {
-			r.halfRef = p
+			ref = p
 		}
 	}
-	return nil
+	return last, ref, nil
 }
 
 // startBenchCluster starts n raftlog nodes in this process on free
@@ -461,6 +496,22 @@ func ratio(a, b float64) float64 {
 func (r *compareRun) writeMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "Run of %s on %s/%s, %d CPUs, %s: %d rounds of %v per produce run, acks=all, one kgo client, records spread round-robin, random values, no compression; each consume the median of %d reads of the topic.\n\n",
 		r.started.UTC().Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), r.rounds, r.duration, consumePasses)
+	if len(r.cells) > 0 {
+		r.writeRounds(w)
+	}
+	r.writeHalfLoad(w)
+	if len(r.problems) == 0 {
+		fmt.Fprintln(w, "Every run: no errors, and every consume read back exactly the records produced.")
+	} else {
+		fmt.Fprintln(w, "Problems:")
+		for _, p := range r.problems {
+			fmt.Fprintf(w, "- %s\n", p)
+		}
+	}
+}
+
+// writeRounds prints the tables of the rounds.
+func (r *compareRun) writeRounds(w io.Writer) {
 	fmt.Fprintf(w, "Raw sequential write to the page cache (1 MiB writes, best round): %.0f MB/s.\n\n", r.raw)
 	header := func() {
 		fmt.Fprint(w, "| case |")
@@ -503,29 +554,49 @@ func (r *compareRun) writeMarkdown(w io.Writer) {
 		p99 := r.median(func(round int) float64 { return float64(r.cells[round][si][ti].produce.Latency.P99) / 1e6 })
 		return fmt.Sprintf("%.0f (p99 %.0f ms)", rate, p99)
 	})
+}
 
+// writeHalfLoad prints the latency at half load and the targets.
+func (r *compareRun) writeHalfLoad(w io.Writer) {
 	si, ti := slices.Index(r.shapes, targetShape), len(r.names)-1
 	if si >= 0 && ti > 0 && r.half.Records > 0 {
 		prod, cons := r.vsRef("produce", si, ti), r.vsRef("consume", si, ti)
 		p99 := float64(r.half.Latency.P99) / 1e6
-		fmt.Fprintf(w, "Produce acknowledgement latency, %v, at half the median maximum of %s (%.0f records/s asked, %v):\n\n",
-			targetShape, r.names[ti], r.half.TargetRate, r.half.Elapsed.Round(100*time.Millisecond))
-		fmt.Fprintln(w, "| at half load | records/s achieved | p50 | p99 | p99.9 | max |")
-		fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: |")
-		for _, x := range []struct {
-			name string
-			res  bench.Result
-		}{{r.names[ti], r.half}, {r.names[0] + " (the client's own share)", r.halfRef}} {
+		load := "half the median maximum of " + r.names[ti]
+		if r.halfRate > 0 {
+			load = "a rate given (--half-rate)"
+		}
+		fmt.Fprintf(w, "Produce acknowledgement latency, %v, at %s (%.0f records/s asked, %v):\n\n",
+			targetShape, load, r.half.TargetRate, r.half.Elapsed.Round(100*time.Millisecond))
+		fmt.Fprintln(w, "| at half load | memory | records/s achieved | p50 | p99 | p99.9 | max |")
+		fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+		type row struct {
+			name, memory string
+			res          bench.Result
+		}
+		rows := []row{{r.names[ti], "free", r.half}, {r.names[0] + " (the client's own share)", "free", r.halfRef}}
+		if r.preconditioned {
+			rows = append(rows, row{r.names[ti], "page cache full", r.steady}, row{r.names[0] + " (the client's own share)", "page cache full", r.steadyRef})
+			p99 = float64(r.steady.Latency.P99) / 1e6
+		}
+		for _, x := range rows {
 			q := x.res.Latency
-			fmt.Fprintf(w, "| %s | %.0f | %.1f ms | %.1f ms | %.1f ms | %.1f ms |\n", x.name, x.res.RecordsPerSec,
+			fmt.Fprintf(w, "| %s | %s | %.0f | %.1f ms | %.1f ms | %.1f ms | %.1f ms |\n", x.name, x.memory, x.res.RecordsPerSec,
 				float64(q.P50)/1e6, float64(q.P99)/1e6, float64(q.P999)/1e6, float64(q.Max)/1e6)
 		}
 		fmt.Fprintln(w)
+		if r.preconditioned {
+			fmt.Fprintln(w, "\"free\": new log pages come from free memory; \"page cache full\": after bench.FillPageCache, from clean pages the kernel reclaims, as on a broker that has run for a while. The target is judged on the latter.")
+			fmt.Fprintln(w)
+		}
 		met := func(ok bool) string {
 			if ok {
 				return "met"
 			}
 			return "**not met**"
+		}
+		if len(r.cells) == 0 || r.halfRate > 0 {
+			return // no targets without the rounds' maximum
 		}
 		fmt.Fprintln(w, "| target | measured | |")
 		fmt.Fprintln(w, "| --- | ---: | --- |")
@@ -533,14 +604,6 @@ func (r *compareRun) writeMarkdown(w io.Writer) {
 		fmt.Fprintf(w, "| p99 produce latency < 20 ms at half that load | %.1f ms | %s |\n", p99, met(p99 < 20))
 		fmt.Fprintf(w, "| %s consume ≥ 0.70 × %s records/s, %v | %.2f | %s |\n", r.names[ti], r.names[0], targetShape, cons, met(cons >= 0.7))
 		fmt.Fprintln(w)
-	}
-	if len(r.problems) == 0 {
-		fmt.Fprintln(w, "Every run: no errors, and every consume read back exactly the records produced.")
-	} else {
-		fmt.Fprintln(w, "Problems:")
-		for _, p := range r.problems {
-			fmt.Fprintf(w, "- %s\n", p)
-		}
 	}
 }
 
