@@ -67,6 +67,7 @@ type Log struct {
 	closed        bool
 	unflushedMsgs int64
 	recoveryPoint int64
+	cuts          uint64 // truncations and resets so far
 	checkpointed  checkpoint
 	pending       []pendingBatch
 	iov           [][]byte
@@ -443,16 +444,84 @@ func (l *Log) writeCheckpointLocked() error {
 	return nil
 }
 
-// Flush fsyncs what was appended and advances the recovery point.
+// Flush fsyncs what was appended before it was called and advances the
+// recovery point. The fsyncs run outside the write lock, so appends go on
+// while they run: a Raft snapshot flushes what its partition took in since
+// the last one, and the partition's producers must not wait for that.
 func (l *Log) Flush() error {
+	type pending struct {
+		seg    *segment
+		writes uint64 // what its fsync covers
+	}
 	l.wmu.Lock()
-	defer l.wmu.Unlock()
 	if l.closed {
+		l.wmu.Unlock()
 		return ErrClosed
 	}
-	return l.flushLocked()
+	if l.werr != nil {
+		l.wmu.Unlock()
+		return l.werr
+	}
+	var todo []pending
+	var err error
+	// Under mu, like a reader: cutSegment waits for the references while
+	// it holds mu, and no reference may start during that wait.
+	l.mu.RLock()
+	for _, seg := range l.segs[l.floorIndex(l.recoveryPoint):] {
+		if !seg.dirty() {
+			if err == nil {
+				err = seg.failedSync() // a background fsync's failure
+			}
+			continue
+		}
+		if seg.acquire() {
+			todo = append(todo, pending{seg, seg.writes})
+		}
+	}
+	l.mu.RUnlock()
+	end, cuts, msgs := l.segs[len(l.segs)-1].next.Load(), l.cuts, l.unflushedMsgs
+	l.wmu.Unlock()
+
+	var failed *segment
+	for _, p := range todo {
+		if err == nil {
+			if err = p.seg.fsync(); err != nil {
+				failed = p.seg
+			}
+		}
+		p.seg.release()
+	}
+
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	switch {
+	case l.werr != nil:
+		return l.werr
+	case err != nil:
+		path := "a sealed segment"
+		if failed != nil {
+			path = failed.logPath
+		}
+		l.stop(fmt.Errorf("log: sync %s: %w", path, err))
+		return l.werr
+	case l.closed:
+		return nil // Close flushed everything
+	case l.cuts != cuts:
+		// Truncated or reset meanwhile: offsets below end may hold new,
+		// unsynced data now. The cut made itself durable and moved the
+		// recovery point; leave it there.
+		return nil
+	}
+	for _, p := range todo {
+		p.seg.synced = max(p.seg.synced, p.writes) // written since, it stays dirty
+	}
+	l.unflushedMsgs = max(0, l.unflushedMsgs-msgs)
+	l.recoveryPoint = max(l.recoveryPoint, end)
+	return l.checkpointFlushedLocked()
 }
 
+// flushLocked fsyncs what was appended and advances the recovery point,
+// all under wmu (an append of flush.messages, Close).
 func (l *Log) flushLocked() error {
 	if l.werr != nil {
 		return l.werr
@@ -468,10 +537,15 @@ func (l *Log) flushLocked() error {
 	active := l.segs[len(l.segs)-1]
 	l.unflushedMsgs = 0
 	l.recoveryPoint = active.next.Load()
-	// The checkpoint matters at segment granularity (recovery scans from
-	// the segment holding the recovery point), so rewrite it only when that
-	// segment changed.
-	if l.floorIndex(l.checkpointed.recoveryPoint) != len(l.segs)-1 || l.checkpointed.logStart != l.start.Load() {
+	return l.checkpointFlushedLocked()
+}
+
+// checkpointFlushedLocked records the recovery point a flush moved. The
+// checkpoint matters at segment granularity (recovery scans from the
+// segment holding the recovery point), so it is rewritten durably only
+// when that segment changed, and hinted in place otherwise. Under wmu.
+func (l *Log) checkpointFlushedLocked() error {
+	if l.floorIndex(l.checkpointed.recoveryPoint) != l.floorIndex(l.recoveryPoint) || l.checkpointed.logStart != l.start.Load() {
 		return l.writeCheckpointLocked()
 	}
 	return l.hintCheckpointLocked()
@@ -510,12 +584,14 @@ func (l *Log) flushLoop(every time.Duration) {
 			return
 		case <-t.C:
 			l.wmu.Lock()
-			if !l.closed && l.unflushedMsgs > 0 {
-				if err := l.flushLocked(); err != nil {
-					l.logger.Error("flush failed", "dir", l.dir, "error", err)
-				}
-			}
+			due := !l.closed && l.unflushedMsgs > 0
 			l.wmu.Unlock()
+			if !due {
+				continue
+			}
+			if err := l.Flush(); err != nil && !errors.Is(err, ErrClosed) {
+				l.logger.Error("flush failed", "dir", l.dir, "error", err)
+			}
 		}
 	}
 }

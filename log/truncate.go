@@ -51,6 +51,7 @@ func (l *Log) TruncateTo(offset int64) (int64, error) {
 		}
 	}
 
+	l.cuts++
 	l.mu.Lock()
 	dropped := append([]*segment(nil), l.segs[i+1:]...)
 	l.segs = l.segs[:i+1]
@@ -133,6 +134,7 @@ func (l *Log) resetLocked(offset int64) error {
 	}
 	// Checkpoint first: after a crash in the middle, nothing of the old
 	// segments is trusted or reachable below the new start.
+	l.cuts++
 	l.recoveryPoint = offset
 	l.start.Store(offset)
 	if err := l.writeCheckpointLocked(); err != nil {

@@ -50,7 +50,7 @@ func runBenchCompare(args []string, stdout, stderr io.Writer) int {
 	parts := fs.String("partitions", "1,6", "partition counts, comma-separated")
 	rawMiB := fs.Int("raw-mib", 512, "MiB of the raw write of each round (the best counts)")
 	out := fs.String("out", "", "directory to write performance.png into (none: no chart)")
-	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the first round's 3-node 1024 B × 6 partitions produce to this file")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the first round's 3-node 1024 B × 6 partitions produce to this file (with --rounds 0: of its last run at half load)")
 	dir := fs.String("dir", "", "directory for the clusters' files (default: a new temporary directory, removed at the end)")
 	halfRate := fs.Float64("half-rate", 0, "records/s of the runs at half load (0: half the median maximum of the rounds; with --rounds 0, only those runs)")
 	precondition := fs.Bool("precondition", true, "before a second run at half load, fill the page cache as a broker that has run for a while has it (bench.FillPageCache; Linux)")
@@ -133,6 +133,9 @@ func runBenchCompare(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		run.cells = append(run.cells, cells)
+	}
+	if *rounds == 0 {
+		run.profile = *cpuprofile // the last run of the 3 nodes at half load
 	}
 	if run.half, run.halfRef, err = run.halfLoad(ctx, targets, *halfDuration, *warmup, "free memory"); err != nil {
 		fmt.Fprintln(stderr, err)
@@ -243,6 +246,7 @@ type compareRun struct {
 	names    []string          // targets, in order; the first is the reference
 	cells    [][][]compareCell // [round][shape][target]
 	halfRate float64           // records/s at half load (0: half the median maximum)
+	profile  string            // CPU profile of the last target's runs at half load (the last one written wins)
 	half     bench.Result      // the last target, targetShape, at half the maximum
 	halfRef  bench.Result      // the reference at the same rate
 	// The same after bench.FillPageCache (preconditioned).
@@ -288,17 +292,9 @@ func (r *compareRun) one(ctx context.Context, t compareTarget, topic string, s c
 		return compareCell{}, err
 	}
 	runtime.GC() // the garbage of the run before is not this run's
-	stopProfile := func() {}
-	if cpuprofile != "" {
-		f, err := os.Create(cpuprofile)
-		if err != nil {
-			return compareCell{}, err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return compareCell{}, err
-		}
-		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
+	stopProfile, err := startProfile(cpuprofile)
+	if err != nil {
+		return compareCell{}, err
 	}
 	p, err := bench.Produce(ctx, c)
 	stopProfile()
@@ -331,6 +327,23 @@ func (r *compareRun) one(ctx context.Context, t compareTarget, topic string, s c
 		t.name, s, p.RecordsPerSec, p.MBPerSec, float64(p.Latency.P99)/1e6, cr.RecordsPerSec)
 	r.check(t.name, s, p, cr)
 	return compareCell{p, cr}, nil
+}
+
+// startProfile starts a CPU profile into path, if not empty, and returns
+// the function that stops it.
+func startProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func (r *compareRun) check(name string, s compareShape, p, c bench.Result) {
@@ -392,7 +405,7 @@ func (r *compareRun) halfLoad(ctx context.Context, targets []compareTarget, d, w
 	}
 	for _, i := range []int{ti, 0} {
 		t := targets[i]
-		c := r.config(t.boot, "bench-half", targetShape, t.rf)
+		c := r.config(t.boot, "bench-half-"+strings.ReplaceAll(memory, " ", "-"), targetShape, t.rf)
 		c.Rate, c.Duration, c.Timeline = rate, d, true
 		if _, _, err := bench.EnsureTopic(ctx, c); err != nil {
 			return last, ref, err
@@ -405,9 +418,23 @@ func (r *compareRun) halfLoad(ctx context.Context, targets []compareTarget, d, w
 			}
 		}
 		runtime.GC()
+		profile := ""
+		if i == ti {
+			profile = r.profile
+		}
+		stopProfile, err := startProfile(profile)
+		if err != nil {
+			return last, ref, err
+		}
 		p, err := bench.Produce(ctx, c)
+		stopProfile()
 		if err != nil {
 			return last, ref, fmt.Errorf("%s: produce at half load: %w", t.name, err)
+		}
+		// What a target holds is not the next one's burden: kfake keeps
+		// its records on the heap this process collects.
+		if err := bench.DeleteTopic(ctx, c); err != nil {
+			return last, ref, err
 		}
 		fmt.Fprintf(r.stderr, "%-22s %-12v at %.0f records/s, %s: ack latency %v\n", t.name, targetShape, c.Rate, memory, p.Latency)
 		fmt.Fprintf(r.stderr, "  worst per %v (ms):", bench.TimelineStep)

@@ -1,0 +1,176 @@
+package log
+
+import (
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/raftlog/raftlog/log/vfs"
+)
+
+// gatedFS is vfs.OS whose first fsync of a .log file once armed waits
+// until release is closed, saying on entered when it starts, and then returns fail
+// instead of syncing. (MemFS's hooks run under its global operation lock,
+// which would stop the appends this file tests.)
+type gatedFS struct {
+	vfs.FS
+	armed, once      atomic.Bool
+	entered, release chan struct{}
+	fail             error
+}
+
+func newGatedFS(fail error) *gatedFS {
+	return &gatedFS{FS: vfs.OS, entered: make(chan struct{}), release: make(chan struct{}), fail: fail}
+}
+
+type gatedFile struct {
+	vfs.File
+	fs   *gatedFS
+	name string
+}
+
+func (g *gatedFS) Create(name string) (vfs.File, error) {
+	f, err := g.FS.Create(name)
+	return g.wrap(f, name, err)
+}
+
+func (g *gatedFS) OpenRW(name string) (vfs.File, error) {
+	f, err := g.FS.OpenRW(name)
+	return g.wrap(f, name, err)
+}
+
+func (g *gatedFS) wrap(f vfs.File, name string, err error) (vfs.File, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &gatedFile{File: f, fs: g, name: name}, nil
+}
+
+func (f *gatedFile) Sync() error {
+	if f.fs.armed.Load() && strings.HasSuffix(f.name, ".log") && !f.fs.once.Swap(true) {
+		close(f.fs.entered)
+		<-f.fs.release
+		if f.fs.fail != nil {
+			return f.fs.fail
+		}
+	}
+	return f.File.Sync()
+}
+
+// waitErr waits for a result on ch, failing the test after a deadline.
+func waitErr(t *testing.T, ch <-chan error, what string) error {
+	t.Helper()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s never returned", what)
+		return nil
+	}
+}
+
+// blockedFlush opens a log on a gatedFS failing with fail, appends
+// batches of the given record counts, and starts a Flush, returning once
+// the flush waits in its fsync. Closing fs.release lets it go on; its
+// result comes on flushed.
+func blockedFlush(t *testing.T, fail error, counts ...int) (l *Log, fs *gatedFS, flushed chan error) {
+	t.Helper()
+	fs = newGatedFS(fail)
+	dir := t.TempDir()
+	l, err := Open(dir, WithFS(fs), WithIndexDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	for i, n := range counts {
+		if _, err := l.Append(mkBatch(n, 50, int64(i)), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs.armed.Store(true)
+	flushed = make(chan error, 1)
+	go func() { flushed <- l.Flush() }()
+	<-fs.entered
+	return l, fs, flushed
+}
+
+// TestFlushDoesNotStopAppends: while a flush waits for its fsync, appends
+// go on; the flush covers what was there when it began, so the recovery
+// point stops there and the later appends stay dirty.
+func TestFlushDoesNotStopAppends(t *testing.T) {
+	l, fs, flushed := blockedFlush(t, nil, 3)
+	appended := make(chan error, 1)
+	go func() {
+		_, err := l.Append(mkBatch(2, 50, 2), 1)
+		appended <- err
+	}()
+	if err := waitErr(t, appended, "an append during a flush's fsync"); err != nil {
+		t.Fatal(err)
+	}
+	close(fs.release)
+	if err := waitErr(t, flushed, "Flush"); err != nil {
+		t.Fatal(err)
+	}
+	l.wmu.Lock()
+	rp, dirty := l.recoveryPoint, l.segs[0].dirty()
+	l.wmu.Unlock()
+	if rp != 3 || !dirty {
+		t.Fatalf("after the flush: recovery point %d, dirty %v; want 3 (the end when it began), dirty (the append during it)", rp, dirty)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	l.wmu.Lock()
+	rp, dirty = l.recoveryPoint, l.segs[0].dirty()
+	l.wmu.Unlock()
+	if rp != 5 || dirty {
+		t.Fatalf("after a second flush: recovery point %d, dirty %v; want 5, clean", rp, dirty)
+	}
+}
+
+// TestFlushDuringTruncation: a truncation that comes while a flush waits
+// for its fsync, and appends after it, must not leave the recovery point
+// past the cut: the offsets there hold new, unsynced data.
+func TestFlushDuringTruncation(t *testing.T) {
+	l, fs, flushed := blockedFlush(t, nil, 2, 2, 2, 2)
+	truncated := make(chan error, 1)
+	go func() {
+		if _, err := l.TruncateTo(4); err != nil {
+			truncated <- err
+			return
+		}
+		// New data at the offsets the flush saw: 4..7.
+		_, err := l.Append(mkBatch(4, 50, 9), 2)
+		truncated <- err
+	}()
+	// The truncation waits for the flush's hold on the segment.
+	close(fs.release)
+	if err := waitErr(t, flushed, "Flush"); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitErr(t, truncated, "TruncateTo and Append"); err != nil {
+		t.Fatal(err)
+	}
+	l.wmu.Lock()
+	rp, dirty := l.recoveryPoint, l.segs[0].dirty()
+	l.wmu.Unlock()
+	if rp > 4 || !dirty {
+		t.Fatalf("recovery point %d, dirty %v after a flush raced a truncation to 4 and new appends: want at most 4, dirty", rp, dirty)
+	}
+}
+
+// TestFlushFailureStopsTheLog: a failed fsync of a flush made outside the
+// write lock still stops the log, and the error sticks.
+func TestFlushFailureStopsTheLog(t *testing.T) {
+	errIO := errors.New("input/output error")
+	l, fs, flushed := blockedFlush(t, errIO, 3)
+	close(fs.release)
+	if err := waitErr(t, flushed, "Flush"); !errors.Is(err, errIO) || !errors.Is(err, ErrWrite) {
+		t.Fatalf("Flush over a failing fsync: %v", err)
+	}
+	if _, err := l.Append(mkBatch(1, 50, 2), 1); !errors.Is(err, ErrWrite) {
+		t.Fatalf("append after a failed flush: %v, want the write error", err)
+	}
+}
