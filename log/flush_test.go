@@ -17,6 +17,7 @@ import (
 type gatedFS struct {
 	vfs.FS
 	armed, once      atomic.Bool
+	syncs            atomic.Int64 // fsyncs of .log files
 	entered, release chan struct{}
 	fail             error
 }
@@ -49,6 +50,9 @@ func (g *gatedFS) wrap(f vfs.File, name string, err error) (vfs.File, error) {
 }
 
 func (f *gatedFile) Sync() error {
+	if strings.HasSuffix(f.name, ".log") {
+		f.fs.syncs.Add(1)
+	}
 	if f.fs.armed.Load() && strings.HasSuffix(f.name, ".log") && !f.fs.once.Swap(true) {
 		close(f.fs.entered)
 		<-f.fs.release
@@ -172,5 +176,39 @@ func TestFlushFailureStopsTheLog(t *testing.T) {
 	}
 	if _, err := l.Append(mkBatch(1, 50, 2), 1); !errors.Is(err, ErrWrite) {
 		t.Fatalf("append after a failed flush: %v, want the write error", err)
+	}
+}
+
+// TestFlushToSkipsWhatIsDurable: FlushTo below the recovery point fsyncs
+// nothing; past it, it flushes.
+func TestFlushToSkipsWhatIsDurable(t *testing.T) {
+	fs := newGatedFS(nil)
+	dir := t.TempDir()
+	l, err := Open(dir, WithFS(fs), WithIndexDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.Append(mkBatch(3, 50, 1), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(mkBatch(2, 50, 2), 1); err != nil {
+		t.Fatal(err)
+	}
+	before := fs.syncs.Load()
+	if err := l.FlushTo(3); err != nil || fs.syncs.Load() != before {
+		t.Fatalf("FlushTo(3) with the recovery point at 3: %v, %d fsyncs", err, fs.syncs.Load()-before)
+	}
+	if err := l.FlushTo(5); err != nil || fs.syncs.Load() == before {
+		t.Fatalf("FlushTo(5) with the recovery point at 3: %v, %d fsyncs", err, fs.syncs.Load()-before)
+	}
+	l.wmu.Lock()
+	rp := l.recoveryPoint
+	l.wmu.Unlock()
+	if rp != 5 {
+		t.Fatalf("recovery point %d after FlushTo(5), want 5", rp)
 	}
 }

@@ -520,6 +520,19 @@ func (l *Log) Flush() error {
 	return l.checkpointFlushedLocked()
 }
 
+// FlushTo makes the log durable below offset: a no-op when the recovery
+// point is already there (a Raft snapshot flushed the log just before the
+// compaction that follows it), a Flush otherwise.
+func (l *Log) FlushTo(offset int64) error {
+	l.wmu.Lock()
+	done := !l.closed && l.werr == nil && l.recoveryPoint >= offset
+	l.wmu.Unlock()
+	if done {
+		return nil
+	}
+	return l.Flush()
+}
+
 // flushLocked fsyncs what was appended and advances the recovery point,
 // all under wmu (an append of flush.messages, Close).
 func (l *Log) flushLocked() error {

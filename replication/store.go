@@ -275,10 +275,11 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	}
 	if len(s.ents) == 0 {
 		// A new run of entries: anchor it first, at a point that is on disk.
-		if err := s.log.Flush(); err != nil {
+		end := s.log.EndOffset()
+		if err := s.log.FlushTo(end); err != nil {
 			return err
 		}
-		if err := s.writeAnchor(anchor{index: logs[0].Index, offset: s.log.EndOffset()}); err != nil {
+		if err := s.writeAnchor(anchor{index: logs[0].Index, offset: end}); err != nil {
 			return err
 		}
 		s.first = logs[0].Index
@@ -390,11 +391,11 @@ func (s *logStore) DeleteRange(min, max uint64) error {
 	compaction := s.applied != nil && max <= s.applied()
 	switch {
 	case min == s.first && max == last && compaction:
-		if err := s.log.Flush(); err != nil {
+		end := s.ents[len(s.ents)-1].next
+		if err := s.log.FlushTo(end); err != nil {
 			return err
 		}
 		s.next = last + 1
-		end := s.ents[len(s.ents)-1].next
 		s.ents = s.ents[:0]
 		return s.writeAnchor(anchor{index: s.next, offset: end})
 	case min == s.first && max == last:
@@ -408,7 +409,7 @@ func (s *logStore) DeleteRange(min, max uint64) error {
 	case min == s.first:
 		keep := s.ents[max-s.first+1:]
 		a := anchor{index: max + 1, offset: keep[0].offset}
-		if err := s.log.Flush(); err != nil {
+		if err := s.log.FlushTo(a.offset); err != nil {
 			return err
 		}
 		if err := s.writeAnchor(a); err != nil {
