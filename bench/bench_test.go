@@ -11,8 +11,10 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"golang.org/x/sys/unix"
 	"gonum.org/v1/plot/vg"
 )
 
@@ -206,29 +208,46 @@ func TestProduceRate(t *testing.T) {
 	}
 }
 
+// TestFillPageCache: the sparse file is read whole, every page of it ends
+// up in the page cache, it stays until removed, and leaving more than
+// is free fills nothing.
 func TestFillPageCache(t *testing.T) {
-	free, err := FreeMemory()
-	if err != nil {
-		if runtime.GOOS != "linux" {
-			t.Skip("no /proc/meminfo")
-		}
-		t.Fatal(err)
+	if runtime.GOOS != "linux" {
+		t.Skip("/proc/meminfo and mincore are Linux's")
 	}
-	if free <= 0 {
-		t.Fatalf("free memory %d", free)
+	free, err := FreeMemory()
+	if err != nil || free <= 0 {
+		t.Fatalf("FreeMemory = %d, %v", free, err)
 	}
 	dir := t.TempDir()
-	filled, remove, err := FillPageCache(dir, free-8*RawChunk)
+	const size = 8 * RawChunk
+	filled, remove, err := readSparse(dir, size)
+	if err != nil || filled != size {
+		t.Fatalf("readSparse(%d) = %d, %v", size, filled, err)
+	}
+	names, _ := os.ReadDir(dir)
+	if len(names) != 1 {
+		t.Fatalf("%d files while filled, want 1", len(names))
+	}
+	f, err := os.Open(filepath.Join(dir, names[0].Name()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Free memory moves between the two readings: at most a little more
-	// than asked, in whole chunks, and the file is there until removed.
-	if filled%RawChunk != 0 || filled > 64*RawChunk {
-		t.Fatalf("filled %d bytes", filled)
+	m, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if names, _ := os.ReadDir(dir); len(names) != 1 {
-		t.Fatalf("%d files while filled, want 1", len(names))
+	resident := make([]byte, size/os.Getpagesize())
+	_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&resident[0])))
+	unix.Munmap(m)
+	if errno != 0 {
+		t.Fatal("mincore:", errno)
+	}
+	for i, r := range resident {
+		if r&1 == 0 {
+			t.Fatalf("page %d of %d not in the page cache after the fill", i, len(resident))
+		}
 	}
 	remove()
 	if names, _ := os.ReadDir(dir); len(names) != 0 {

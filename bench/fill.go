@@ -1,45 +1,30 @@
 package bench
 
 import (
-	"bufio"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // FreeMemory is the memory the kernel has not given to anything, not even
 // to its page cache: MemFree of /proc/meminfo, in bytes.
 func FreeMemory() (int64, error) {
-	f, err := os.Open("/proc/meminfo")
+	fs, err := procfs.NewDefaultFS()
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		name, rest, ok := strings.Cut(sc.Text(), ":")
-		if !ok || name != "MemFree" {
-			continue
-		}
-		fields := strings.Fields(rest)
-		if len(fields) != 2 || fields[1] != "kB" {
-			return 0, fmt.Errorf("/proc/meminfo: MemFree %q: want a size in kB", rest)
-		}
-		kb, err := strconv.ParseInt(fields[0], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/meminfo: MemFree: %w", err)
-		}
-		return kb << 10, nil
-	}
-	if err := sc.Err(); err != nil {
+	mi, err := fs.Meminfo()
+	if err != nil {
 		return 0, err
 	}
-	return 0, errors.New("/proc/meminfo: no MemFree")
+	if mi.MemFreeBytes == nil {
+		return 0, errors.New("/proc/meminfo: no MemFree")
+	}
+	return int64(*mi.MemFreeBytes), nil
 }
 
 // FillPageCache brings the machine's memory to the state of a broker that
@@ -61,7 +46,13 @@ func FillPageCache(dir string, leave int64) (filled int64, remove func(), err er
 	if err != nil {
 		return 0, nil, err
 	}
-	size := (free - leave) / RawChunk * RawChunk
+	return readSparse(dir, (free-leave)/RawChunk*RawChunk)
+}
+
+// readSparse creates a sparse file of size bytes in dir and reads it
+// whole, which puts size bytes of zeroes into the page cache; the file
+// stays until remove is called.
+func readSparse(dir string, size int64) (filled int64, remove func(), err error) {
 	if size <= 0 {
 		return 0, func() {}, nil
 	}

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -79,11 +80,8 @@ func (r Result) WriteSummary(w io.Writer) {
 	}
 	if len(r.Timeline) > 0 {
 		fmt.Fprintf(w, "  worst ack latency per %v (ms):", TimelineStep)
-		for i, d := range r.Timeline {
-			if i%20 == 0 {
-				fmt.Fprint(w, "\n   ")
-			}
-			fmt.Fprintf(w, " %.0f", float64(d)/1e6)
+		for i := 0; i < len(r.Timeline); i += 20 {
+			fmt.Fprintf(w, "\n   %s", FormatTimeline(r.Timeline[i:min(i+20, len(r.Timeline))]))
 		}
 		fmt.Fprintln(w)
 	}
@@ -96,6 +94,19 @@ func (r Result) WriteSummary(w io.Writer) {
 
 func (q Quantiles) String() string {
 	return fmt.Sprintf("p50 %s  p99 %s  p99.9 %s  max %s  mean %s (%d samples)", ms(q.P50), ms(q.P99), ms(q.P999), ms(q.Max), ms(q.Mean), q.N)
+}
+
+// FormatTimeline writes steps of a Result.Timeline as whole milliseconds,
+// space-separated.
+func FormatTimeline(steps []time.Duration) string {
+	var b strings.Builder
+	for i, d := range steps {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%.0f", float64(d)/1e6)
+	}
+	return b.String()
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/1e6) }

@@ -94,6 +94,14 @@ func blockedFlush(t *testing.T, fail error, counts ...int) (l *Log, fs *gatedFS,
 		}
 	}
 	fs.armed.Store(true)
+	// A test that fails while the fsync is held must not hang its Close.
+	t.Cleanup(func() {
+		select {
+		case <-fs.release:
+		default:
+			close(fs.release)
+		}
+	})
 	flushed = make(chan error, 1)
 	go func() { flushed <- l.Flush() }()
 	<-fs.entered

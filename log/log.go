@@ -449,10 +449,6 @@ func (l *Log) writeCheckpointLocked() error {
 // while they run: a Raft snapshot flushes what its partition took in since
 // the last one, and the partition's producers must not wait for that.
 func (l *Log) Flush() error {
-	type pending struct {
-		seg    *segment
-		writes uint64 // what its fsync covers
-	}
 	l.wmu.Lock()
 	if l.closed {
 		l.wmu.Unlock()
@@ -462,62 +458,15 @@ func (l *Log) Flush() error {
 		l.wmu.Unlock()
 		return l.werr
 	}
-	var todo []pending
-	var err error
-	// Under mu, like a reader: cutSegment waits for the references while
-	// it holds mu, and no reference may start during that wait.
-	l.mu.RLock()
-	for _, seg := range l.segs[l.floorIndex(l.recoveryPoint):] {
-		if !seg.dirty() {
-			if err == nil {
-				err = seg.failedSync() // a background fsync's failure
-			}
-			continue
-		}
-		if seg.acquire() {
-			todo = append(todo, pending{seg, seg.writes})
-		}
-	}
-	l.mu.RUnlock()
-	end, cuts, msgs := l.segs[len(l.segs)-1].next.Load(), l.cuts, l.unflushedMsgs
+	p := l.planFlush()
 	l.wmu.Unlock()
-
-	var failed *segment
-	for _, p := range todo {
-		if err == nil {
-			if err = p.seg.fsync(); err != nil {
-				failed = p.seg
-			}
-		}
-		p.seg.release()
-	}
-
+	p.sync()
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	switch {
-	case l.werr != nil:
-		return l.werr
-	case err != nil:
-		path := "a sealed segment"
-		if failed != nil {
-			path = failed.logPath
-		}
-		l.stop(fmt.Errorf("log: sync %s: %w", path, err))
-		return l.werr
-	case l.closed:
+	if l.closed && l.werr == nil && p.err == nil {
 		return nil // Close flushed everything
-	case l.cuts != cuts:
-		// Truncated or reset meanwhile: offsets below end may hold new,
-		// unsynced data now. The cut made itself durable and moved the
-		// recovery point; leave it there.
-		return nil
 	}
-	for _, p := range todo {
-		p.seg.synced = max(p.seg.synced, p.writes) // written since, it stays dirty
-	}
-	l.unflushedMsgs = max(0, l.unflushedMsgs-msgs)
-	l.recoveryPoint = max(l.recoveryPoint, end)
-	return l.checkpointFlushedLocked()
+	return l.finishFlush(&p)
 }
 
 // FlushTo makes the log durable below offset: a no-op when the recovery
@@ -533,23 +482,81 @@ func (l *Log) FlushTo(offset int64) error {
 	return l.Flush()
 }
 
-// flushLocked fsyncs what was appended and advances the recovery point,
-// all under wmu (an append of flush.messages, Close).
+// flushLocked is Flush with the fsyncs under wmu too (an append of
+// flush.messages, Close).
 func (l *Log) flushLocked() error {
 	if l.werr != nil {
 		return l.werr
 	}
-	// The active segment, and sealed ones whose background fsync has not
-	// returned yet.
+	p := l.planFlush()
+	p.sync()
+	return l.finishFlush(&p)
+}
+
+// flushPlan is what a flush covers: the log's end, truncations and
+// unflushed records when it began, and the segments it fsyncs.
+type flushPlan struct {
+	end   int64
+	cuts  uint64
+	msgs  int64
+	segs  []*segment // dirty from the recovery point's segment on, each acquired
+	upto  []uint64   // the writes each one's fsync covers
+	err   error      // the first fsync failure, a background one's included
+	where *segment   // the segment that failed
+}
+
+// planFlush takes the segments a flush must fsync: the active one, and
+// sealed ones whose background fsync has not returned yet. Under wmu.
+func (l *Log) planFlush() flushPlan {
+	p := flushPlan{end: l.segs[len(l.segs)-1].next.Load(), cuts: l.cuts, msgs: l.unflushedMsgs}
+	// Under mu, like a reader: cutSegment waits for the references while
+	// it holds mu, and no reference may start during that wait.
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	for _, seg := range l.segs[l.floorIndex(l.recoveryPoint):] {
-		if err := seg.sync(); err != nil {
-			l.stop(fmt.Errorf("log: sync %s: %w", seg.logPath, err))
-			return l.werr
+		if !seg.dirty() {
+			if err := seg.failedSync(); err != nil && p.err == nil {
+				p.err, p.where = err, seg
+			}
+		} else if seg.acquire() {
+			p.segs, p.upto = append(p.segs, seg), append(p.upto, seg.writes)
 		}
 	}
-	active := l.segs[len(l.segs)-1]
-	l.unflushedMsgs = 0
-	l.recoveryPoint = active.next.Load()
+	return p
+}
+
+// sync fsyncs the plan's segments and releases them, from any goroutine.
+func (p *flushPlan) sync() {
+	for _, seg := range p.segs {
+		if p.err == nil {
+			if err := seg.fsync(); err != nil {
+				p.err, p.where = err, seg
+			}
+		}
+		seg.release()
+	}
+}
+
+// finishFlush records what a flush's fsyncs covered and moves the
+// recovery point to where the log ended when it began. Under wmu.
+func (l *Log) finishFlush(p *flushPlan) error {
+	switch {
+	case l.werr != nil:
+		return l.werr
+	case p.err != nil:
+		l.stop(fmt.Errorf("log: sync %s: %w", p.where.logPath, p.err))
+		return l.werr
+	case l.cuts != p.cuts:
+		// Truncated or reset meanwhile: offsets below end may hold new,
+		// unsynced data now. The cut made itself durable and moved the
+		// recovery point; leave it there.
+		return nil
+	}
+	for i, seg := range p.segs {
+		seg.synced = max(seg.synced, p.upto[i]) // written since, it stays dirty
+	}
+	l.unflushedMsgs = max(0, l.unflushedMsgs-p.msgs)
+	l.recoveryPoint = max(l.recoveryPoint, p.end)
 	return l.checkpointFlushedLocked()
 }
 

@@ -254,19 +254,6 @@ func (s *segment) markWritten() { s.writes++ }
 // dirty reports writes no fsync has covered yet. Under wmu.
 func (s *segment) dirty() bool { return s.synced != s.writes }
 
-// sync fsyncs the .log when it is dirty. Under wmu.
-func (s *segment) sync() error {
-	if !s.dirty() {
-		return s.failedSync()
-	}
-	w := s.writes
-	if err := s.fsync(); err != nil {
-		return err
-	}
-	s.synced = w
-	return nil
-}
-
 // fsync fsyncs the .log, from any goroutine (a background fsync holds no
 // lock of the log), and keeps a failure: Linux reports a writeback error
 // to one fsync of a file description only, so a later fsync through the

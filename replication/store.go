@@ -154,7 +154,13 @@ func openLogStore(l *log.Log, fsys vfs.FS, dir string, pending *snapMeta) (s *lo
 	return s, false, nil
 }
 
+// writeAnchor records that entry a.index is at offset a.offset, once the
+// log is durable below that offset: an anchor only ever names a point on
+// disk, which openLogStore relies on.
 func (s *logStore) writeAnchor(a anchor) error {
+	if err := s.log.FlushTo(a.offset); err != nil {
+		return err
+	}
 	if err := vfs.WriteFileAtomic(s.fs, filepath.Join(s.dir, anchorName), a.encode()); err != nil {
 		return fmt.Errorf("replication: write anchor: %w", err)
 	}
@@ -274,12 +280,8 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 		s.bufs = append(s.bufs, b)
 	}
 	if len(s.ents) == 0 {
-		// A new run of entries: anchor it first, at a point that is on disk.
-		end := s.log.EndOffset()
-		if err := s.log.FlushTo(end); err != nil {
-			return err
-		}
-		if err := s.writeAnchor(anchor{index: logs[0].Index, offset: end}); err != nil {
+		// A new run of entries: anchor it first.
+		if err := s.writeAnchor(anchor{index: logs[0].Index, offset: s.log.EndOffset()}); err != nil {
 			return err
 		}
 		s.first = logs[0].Index
@@ -392,9 +394,6 @@ func (s *logStore) DeleteRange(min, max uint64) error {
 	switch {
 	case min == s.first && max == last && compaction:
 		end := s.ents[len(s.ents)-1].next
-		if err := s.log.FlushTo(end); err != nil {
-			return err
-		}
 		s.next = last + 1
 		s.ents = s.ents[:0]
 		return s.writeAnchor(anchor{index: s.next, offset: end})
@@ -409,9 +408,6 @@ func (s *logStore) DeleteRange(min, max uint64) error {
 	case min == s.first:
 		keep := s.ents[max-s.first+1:]
 		a := anchor{index: max + 1, offset: keep[0].offset}
-		if err := s.log.FlushTo(a.offset); err != nil {
-			return err
-		}
 		if err := s.writeAnchor(a); err != nil {
 			return err
 		}
@@ -454,9 +450,6 @@ func (s *logStore) entryAt(index uint64) (entryPos, bool) {
 func (s *logStore) reset(index uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.log.Flush(); err != nil {
-		return err
-	}
 	s.ents = s.ents[:0]
 	s.clearCache()
 	s.next = index + 1

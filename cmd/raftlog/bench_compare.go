@@ -137,11 +137,11 @@ func runBenchCompare(args []string, stdout, stderr io.Writer) int {
 	if *rounds == 0 {
 		run.profile = *cpuprofile // the last run of the 3 nodes at half load
 	}
-	if run.half, run.halfRef, err = run.halfLoad(ctx, targets, *halfDuration, *warmup, "free memory"); err != nil {
+	if err := run.halfLoad(ctx, targets, *halfDuration, *warmup, "free"); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	if *precondition && run.half.Records > 0 {
+	if *precondition && len(run.halves) > 0 {
 		start := time.Now()
 		filled, remove, err := bench.FillPageCache(base, preconditionLeave)
 		if err != nil {
@@ -150,12 +150,10 @@ func runBenchCompare(args []string, stdout, stderr io.Writer) int {
 		}
 		defer remove()
 		fmt.Fprintf(stderr, "page cache filled with %d MiB in %v\n", filled>>20, time.Since(start).Round(100*time.Millisecond))
-		run.steady, run.steadyRef, err = run.halfLoad(ctx, targets, *halfDuration, *warmup, "full page cache")
-		if err != nil {
+		if err := run.halfLoad(ctx, targets, *halfDuration, *warmup, "page cache full"); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
-		run.preconditioned = true
 	}
 	stopAll()
 	run.writeMarkdown(stdout)
@@ -247,12 +245,15 @@ type compareRun struct {
 	cells    [][][]compareCell // [round][shape][target]
 	halfRate float64           // records/s at half load (0: half the median maximum)
 	profile  string            // CPU profile of the last target's runs at half load (the last one written wins)
-	half     bench.Result      // the last target, targetShape, at half the maximum
-	halfRef  bench.Result      // the reference at the same rate
-	// The same after bench.FillPageCache (preconditioned).
-	steady, steadyRef bench.Result
-	preconditioned    bool
-	problems          []string
+	halves   []halfRun         // the runs at half load, in order; the target is judged on the last
+	problems []string
+}
+
+// halfRun is the last target and the reference at half load, with the
+// machine's memory in one state.
+type halfRun struct {
+	memory    string // "free", "page cache full"
+	last, ref bench.Result
 }
 
 // preconditionLeave is the free memory bench.FillPageCache leaves: room
@@ -391,13 +392,14 @@ func (r *compareRun) vsRef(op string, si, ti int) float64 {
 
 // halfLoad measures the produce latency of the last target at half the
 // median maximum it reached for targetShape, and that of the reference at
-// the same rate (what the client and loopback alone cost). memory says
-// what state the machine's memory is in.
-func (r *compareRun) halfLoad(ctx context.Context, targets []compareTarget, d, warmup time.Duration, memory string) (last, ref bench.Result, err error) {
+// the same rate (what the client and loopback alone cost), and adds them
+// to r.halves. memory says what state the machine's memory is in.
+func (r *compareRun) halfLoad(ctx context.Context, targets []compareTarget, d, warmup time.Duration, memory string) error {
 	si := slices.Index(r.shapes, targetShape)
 	if si < 0 {
-		return last, ref, nil
+		return nil
 	}
+	h := halfRun{memory: memory}
 	ti := len(targets) - 1
 	rate := r.halfRate
 	if rate == 0 {
@@ -408,13 +410,13 @@ func (r *compareRun) halfLoad(ctx context.Context, targets []compareTarget, d, w
 		c := r.config(t.boot, "bench-half-"+strings.ReplaceAll(memory, " ", "-"), targetShape, t.rf)
 		c.Rate, c.Duration, c.Timeline = rate, d, true
 		if _, _, err := bench.EnsureTopic(ctx, c); err != nil {
-			return last, ref, err
+			return err
 		}
 		if warmup > 0 {
 			w := c
 			w.Duration = warmup
 			if _, err := bench.Produce(ctx, w); err != nil {
-				return last, ref, fmt.Errorf("%s: warm-up at half load: %w", t.name, err)
+				return fmt.Errorf("%s: warm-up at half load: %w", t.name, err)
 			}
 		}
 		runtime.GC()
@@ -424,34 +426,31 @@ func (r *compareRun) halfLoad(ctx context.Context, targets []compareTarget, d, w
 		}
 		stopProfile, err := startProfile(profile)
 		if err != nil {
-			return last, ref, err
+			return err
 		}
 		p, err := bench.Produce(ctx, c)
 		stopProfile()
 		if err != nil {
-			return last, ref, fmt.Errorf("%s: produce at half load: %w", t.name, err)
+			return fmt.Errorf("%s: produce at half load: %w", t.name, err)
 		}
 		// What a target holds is not the next one's burden: kfake keeps
 		// its records on the heap this process collects.
 		if err := bench.DeleteTopic(ctx, c); err != nil {
-			return last, ref, err
+			return err
 		}
-		fmt.Fprintf(r.stderr, "%-22s %-12v at %.0f records/s, %s: ack latency %v\n", t.name, targetShape, c.Rate, memory, p.Latency)
-		fmt.Fprintf(r.stderr, "  worst per %v (ms):", bench.TimelineStep)
-		for _, w := range p.Timeline {
-			fmt.Fprintf(r.stderr, " %.0f", float64(w)/1e6)
-		}
-		fmt.Fprintln(r.stderr)
+		fmt.Fprintf(r.stderr, "%-22s %-12v at %.0f records/s, memory %s: ack latency %v\n", t.name, targetShape, c.Rate, memory, p.Latency)
+		fmt.Fprintf(r.stderr, "  worst per %v (ms): %s\n", bench.TimelineStep, bench.FormatTimeline(p.Timeline))
 		if p.Errors > 0 {
 			r.problems = append(r.problems, fmt.Sprintf("%s %v at half load, %s: %d errors (first: %s)", t.name, targetShape, memory, p.Errors, p.FirstError))
 		}
 		if i == ti {
-			last = p
+			h.last = p
 		} else {
-			ref = p
+			h.ref = p
 		}
 	}
-	return last, ref, nil
+	r.halves = append(r.halves, h)
+	return nil
 }
 
 // startBenchCluster starts n raftlog nodes in this process on free
@@ -586,52 +585,50 @@ func (r *compareRun) writeRounds(w io.Writer) {
 // writeHalfLoad prints the latency at half load and the targets.
 func (r *compareRun) writeHalfLoad(w io.Writer) {
 	si, ti := slices.Index(r.shapes, targetShape), len(r.names)-1
-	if si >= 0 && ti > 0 && r.half.Records > 0 {
-		prod, cons := r.vsRef("produce", si, ti), r.vsRef("consume", si, ti)
-		p99 := float64(r.half.Latency.P99) / 1e6
-		load := "half the median maximum of " + r.names[ti]
-		if r.halfRate > 0 {
-			load = "a rate given (--half-rate)"
-		}
-		fmt.Fprintf(w, "Produce acknowledgement latency, %v, at %s (%.0f records/s asked, %v):\n\n",
-			targetShape, load, r.half.TargetRate, r.half.Elapsed.Round(100*time.Millisecond))
-		fmt.Fprintln(w, "| at half load | memory | records/s achieved | p50 | p99 | p99.9 | max |")
-		fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: |")
-		type row struct {
-			name, memory string
-			res          bench.Result
-		}
-		rows := []row{{r.names[ti], "free", r.half}, {r.names[0] + " (the client's own share)", "free", r.halfRef}}
-		if r.preconditioned {
-			rows = append(rows, row{r.names[ti], "page cache full", r.steady}, row{r.names[0] + " (the client's own share)", "page cache full", r.steadyRef})
-			p99 = float64(r.steady.Latency.P99) / 1e6
-		}
-		for _, x := range rows {
+	if si < 0 || ti == 0 || len(r.halves) == 0 {
+		return
+	}
+	judged := r.halves[len(r.halves)-1]
+	load := "half the median maximum of " + r.names[ti]
+	if r.halfRate > 0 {
+		load = "a rate given (--half-rate)"
+	}
+	fmt.Fprintf(w, "Produce acknowledgement latency, %v, at %s (%.0f records/s asked, %v):\n\n",
+		targetShape, load, judged.last.TargetRate, judged.last.Elapsed.Round(100*time.Millisecond))
+	fmt.Fprintln(w, "| at half load | memory | records/s achieved | p50 | p99 | p99.9 | max |")
+	fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+	for _, h := range r.halves {
+		for _, x := range []struct {
+			name string
+			res  bench.Result
+		}{{r.names[ti], h.last}, {r.names[0] + " (the client's own share)", h.ref}} {
 			q := x.res.Latency
-			fmt.Fprintf(w, "| %s | %s | %.0f | %.1f ms | %.1f ms | %.1f ms | %.1f ms |\n", x.name, x.memory, x.res.RecordsPerSec,
+			fmt.Fprintf(w, "| %s | %s | %.0f | %.1f ms | %.1f ms | %.1f ms | %.1f ms |\n", x.name, h.memory, x.res.RecordsPerSec,
 				float64(q.P50)/1e6, float64(q.P99)/1e6, float64(q.P999)/1e6, float64(q.Max)/1e6)
 		}
-		fmt.Fprintln(w)
-		if r.preconditioned {
-			fmt.Fprintln(w, "\"free\": new log pages come from free memory; \"page cache full\": after bench.FillPageCache, from clean pages the kernel reclaims, as on a broker that has run for a while. The target is judged on the latter.")
-			fmt.Fprintln(w)
-		}
-		met := func(ok bool) string {
-			if ok {
-				return "met"
-			}
-			return "**not met**"
-		}
-		if len(r.cells) == 0 || r.halfRate > 0 {
-			return // no targets without the rounds' maximum
-		}
-		fmt.Fprintln(w, "| target | measured | |")
-		fmt.Fprintln(w, "| --- | ---: | --- |")
-		fmt.Fprintf(w, "| %s produce ≥ 0.50 × %s records/s, %v | %.2f | %s |\n", r.names[ti], r.names[0], targetShape, prod, met(prod >= 0.5))
-		fmt.Fprintf(w, "| p99 produce latency < 20 ms at half that load | %.1f ms | %s |\n", p99, met(p99 < 20))
-		fmt.Fprintf(w, "| %s consume ≥ 0.70 × %s records/s, %v | %.2f | %s |\n", r.names[ti], r.names[0], targetShape, cons, met(cons >= 0.7))
+	}
+	fmt.Fprintln(w)
+	if len(r.halves) > 1 {
+		fmt.Fprintln(w, "\"free\": new log pages come from free memory; \"page cache full\": after bench.FillPageCache, from clean pages the kernel reclaims, as on a broker that has run for a while. The target is judged on the last.")
 		fmt.Fprintln(w)
 	}
+	if len(r.cells) == 0 || r.halfRate > 0 {
+		return // no targets without the rounds' maximum
+	}
+	met := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "**not met**"
+	}
+	prod, cons := r.vsRef("produce", si, ti), r.vsRef("consume", si, ti)
+	p99 := float64(judged.last.Latency.P99) / 1e6
+	fmt.Fprintln(w, "| target | measured | |")
+	fmt.Fprintln(w, "| --- | ---: | --- |")
+	fmt.Fprintf(w, "| %s produce ≥ 0.50 × %s records/s, %v | %.2f | %s |\n", r.names[ti], r.names[0], targetShape, prod, met(prod >= 0.5))
+	fmt.Fprintf(w, "| p99 produce latency < 20 ms at half that load | %.1f ms | %s |\n", p99, met(p99 < 20))
+	fmt.Fprintf(w, "| %s consume ≥ 0.70 × %s records/s, %v | %.2f | %s |\n", r.names[ti], r.names[0], targetShape, cons, met(cons >= 0.7))
+	fmt.Fprintln(w)
 }
 
 // chart draws records/s relative to the reference for every case.
