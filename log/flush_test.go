@@ -2,7 +2,6 @@ package log
 
 import (
 	"errors"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,7 +14,7 @@ import (
 // instead of syncing. (MemFS's hooks run under its global operation lock,
 // which would stop the appends this file tests.)
 type gatedFS struct {
-	vfs.FS
+	logFilesFS
 	armed, once      atomic.Bool
 	syncs            atomic.Int64 // fsyncs of .log files
 	entered, release chan struct{}
@@ -23,37 +22,19 @@ type gatedFS struct {
 }
 
 func newGatedFS(fail error) *gatedFS {
-	return &gatedFS{FS: vfs.OS, entered: make(chan struct{}), release: make(chan struct{}), fail: fail}
+	g := &gatedFS{entered: make(chan struct{}), release: make(chan struct{}), fail: fail}
+	g.logFilesFS = logFilesFS{FS: vfs.OS, wrap: func(f vfs.File) vfs.File { return &gatedFile{File: f, fs: g} }}
+	return g
 }
 
 type gatedFile struct {
 	vfs.File
-	fs   *gatedFS
-	name string
-}
-
-func (g *gatedFS) Create(name string) (vfs.File, error) {
-	f, err := g.FS.Create(name)
-	return g.wrap(f, name, err)
-}
-
-func (g *gatedFS) OpenRW(name string) (vfs.File, error) {
-	f, err := g.FS.OpenRW(name)
-	return g.wrap(f, name, err)
-}
-
-func (g *gatedFS) wrap(f vfs.File, name string, err error) (vfs.File, error) {
-	if err != nil {
-		return nil, err
-	}
-	return &gatedFile{File: f, fs: g, name: name}, nil
+	fs *gatedFS
 }
 
 func (f *gatedFile) Sync() error {
-	if strings.HasSuffix(f.name, ".log") {
-		f.fs.syncs.Add(1)
-	}
-	if f.fs.armed.Load() && strings.HasSuffix(f.name, ".log") && !f.fs.once.Swap(true) {
+	f.fs.syncs.Add(1)
+	if f.fs.armed.Load() && !f.fs.once.Swap(true) {
 		close(f.fs.entered)
 		<-f.fs.release
 		if f.fs.fail != nil {

@@ -299,6 +299,7 @@ func (l *Log) writePending(bufs [][]byte) error {
 			}
 		}
 		pos := seg.size.Load()
+		start := pos
 		if err := vfs.WriteVecAt(seg.f, l.iov, pos); err != nil {
 			l.stop(fmt.Errorf("log: write %s at %d: %w", seg.logPath, pos, err))
 			return l.werr
@@ -316,9 +317,65 @@ func (l *Log) writePending(bufs [][]byte) error {
 		// Publish: readers see the run only now.
 		seg.size.Store(pos)
 		seg.next.Store(l.pending[j-1].last + 1)
+		l.writeBehind(seg, start, pos)
 		i = j
 	}
 	return nil
+}
+
+// writeBehindSlots bounds the write-behinds running at once in the
+// process: on a device that cannot keep up, each waits in the kernel for
+// room in its queue, and a thread per partition waiting there is what the
+// bound prevents. One that finds no slot is skipped, never waited for.
+var writeBehindSlots = make(chan struct{}, 4)
+
+// writeBehindPage aligns write-behind ranges: the page holding the end
+// of the log is written again by the next append, so it is left dirty.
+const writeBehindPage = 4096
+
+// writeBehind starts, in the background, the writeback of seg's .log up
+// to end (rounded down to a page) once WriteBehindBytes have gathered
+// since the last start, unless one is still running (the next append's
+// covers this range too). start is where the append that ended at end
+// began: what a segment held when it was opened is not written behind. It is what keeps the kernel's writeback of the
+// log in small steps: left alone, it writes nothing until the dirty pages
+// pass vm.dirty_background_ratio (gigabytes), and then all at once, while
+// ext4 allocates their blocks under the lock that appends to the same
+// file take. Under wmu.
+func (l *Log) writeBehind(seg *segment, start, end int64) {
+	if l.cfg.WriteBehindBytes < 0 {
+		return
+	}
+	wb, ok := seg.f.(vfs.Writebacker)
+	if !ok {
+		return
+	}
+	if !seg.behindSet || seg.behind > start { // opened, or truncated since
+		seg.behind, seg.behindSet = start&^(writeBehindPage-1), true
+	}
+	to := end &^ (writeBehindPage - 1)
+	if to-seg.behind < l.cfg.WriteBehindBytes || !seg.writingBack.CompareAndSwap(false, true) {
+		return
+	}
+	select {
+	case writeBehindSlots <- struct{}{}:
+	default: // as many run as may: a later append covers this range
+		seg.writingBack.Store(false)
+		return
+	}
+	from := seg.behind
+	seg.behind = to
+	l.bg.Add(1)
+	go func() {
+		defer l.bg.Done()
+		defer func() { <-writeBehindSlots }()
+		defer seg.writingBack.Store(false)
+		// A segment closed meanwhile fails with os.ErrClosed; any other
+		// error is one the next fsync reports too.
+		if err := wb.StartWriteback(from, to-from); err != nil && !errors.Is(err, os.ErrClosed) {
+			l.logger.Warn("write-behind", "file", seg.logPath, "error", err)
+		}
+	}()
 }
 
 // mustRoll reports whether batch pb cannot go into seg after runBytes more

@@ -63,6 +63,12 @@ type segment struct {
 	sealed     bool   // indexes trimmed and read-only
 	writes     uint64 // writes into the .log so far
 	synced     uint64 // writes an fsync has covered (dirty while below writes)
+	behind     int64  // the .log's writeback was started below this position
+	behindSet  bool   // behind was set (at the first append since the open)
+
+	// writingBack is set while a write-behind of the .log runs (at most
+	// one per segment).
+	writingBack atomic.Bool
 
 	// syncMu serialises fsyncs of the .log (a background one and a
 	// flush's) and guards syncErr, the first that failed.

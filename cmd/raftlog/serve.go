@@ -19,6 +19,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/raftlog/raftlog/cluster"
+	"github.com/raftlog/raftlog/log"
 	"github.com/raftlog/raftlog/replication"
 	"github.com/raftlog/raftlog/rpc"
 )
@@ -54,6 +55,7 @@ type serveFlags struct {
 	balanceGrace     time.Duration
 	deadNodeTimeout  time.Duration
 	pprof            bool
+	writeBehind      int64
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -82,6 +84,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.balanceMoves, "leader-balance-moves", 8, "leadership transfers per balancing round at most")
 	fs.DurationVar(&f.balanceGrace, "leader-balance-grace", time.Minute, "a node up for less than this is given no leadership by the balancer")
 	fs.DurationVar(&f.deadNodeTimeout, "dead-node-timeout", 10*time.Minute, "move the replicas of a node that has not been a live member for this long to live nodes (0: never)")
+	fs.Int64Var(&f.writeBehind, "write-behind-bytes", log.DefaultWriteBehindBytes, "start the writeback of a partition log's new bytes to the device every this many bytes (sync_file_range), so the kernel writes the logs back in small steps instead of bursts that stall appends; makes nothing durable (negative: leave it to the kernel)")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's profiles (net/http/pprof) under /debug/pprof/ on the HTTP listener")
 	fs.BoolVar(&f.acceptDataLoss, "accept-data-loss", false, "release the vote guard of this node's replicas: only when every replica of a group lost power and some are gone for good (writes acknowledged past the surviving logs may be lost)")
 }
@@ -196,6 +199,7 @@ func startNode(f serveFlags, logger hclog.Logger, local bool) (*runningNode, err
 		ProducerIDExpiration: f.producerIDExpiry, MaxProducerIDs: f.maxProducerIDs,
 		LeaderBalanceInterval: f.balanceInterval, LeaderBalanceMoves: f.balanceMoves, LeaderBalanceGrace: f.balanceGrace,
 		DeadNodeTimeout: f.deadNodeTimeout,
+		LogConfig:       log.Config{WriteBehindBytes: f.writeBehind}, // 0 (a node started from code): the default
 	}
 	if local {
 		cfg.Raft = replication.RaftConfig{HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond, LeaderLeaseTimeout: 250 * time.Millisecond}

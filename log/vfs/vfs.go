@@ -197,6 +197,17 @@ func ReadFile(fs FS, name string) ([]byte, error) {
 	return buf, nil
 }
 
+// Writebacker is a File that can ask the kernel to start writing a range of
+// its dirty pages to the device without waiting for it. Files of OS are
+// Writebackers on Linux (sync_file_range(2) with SYNC_FILE_RANGE_WRITE);
+// MemFS files are not: they have no page cache to write back.
+type Writebacker interface {
+	// StartWriteback starts the writeback of [off, off+n). It makes
+	// nothing durable: only Sync does. An error (the file closed, an I/O
+	// error the kernel already knows of) loses nothing.
+	StartWriteback(off, n int64) error
+}
+
 // maxIovecs is the most buffers one pwritev takes (IOV_MAX on Linux).
 const maxIovecs = 1024
 
