@@ -192,19 +192,25 @@ func TestProduceRate(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Rate, c.Duration, c.Timeline = 2000, 300*time.Millisecond, true
-	p, err := Produce(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A step for every TimelineStep of the run; each step's worst is at
-	// most the run's, and the worst of them is the run's.
-	if len(p.Timeline) != int(c.Duration/TimelineStep)+1 || slices.Max(p.Timeline) != p.Latency.Max {
-		t.Fatalf("timeline %v, max %v", p.Timeline, p.Latency.Max)
-	}
-	// Pacing can only hold records back: never more than the schedule.
-	// (A fifth more for timers that fire late on a busy machine.)
-	if limit := int64(1.2*c.Rate*c.Duration.Seconds()) + int64(c.Producers); p.Records > limit || p.Records == 0 {
-		t.Fatalf("rate %v for %v: %d records, want 1..%d", c.Rate, c.Duration, p.Records, limit)
+	// With a warm-up as long as the run, what it sent is not counted: the
+	// limits are the same.
+	for _, warmup := range []time.Duration{0, c.Duration} {
+		c.Warmup = warmup
+		p, err := Produce(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A step for every TimelineStep of the run; each step's worst is
+		// at most the run's, and the worst of them is the run's.
+		if len(p.Timeline) != int(c.Duration/TimelineStep)+1 || slices.Max(p.Timeline) != p.Latency.Max {
+			t.Fatalf("warm-up %v: timeline %v, max %v", warmup, p.Timeline, p.Latency.Max)
+		}
+		// Pacing can only hold records back: never more than the
+		// schedule. (A fifth more for timers that fire late on a busy
+		// machine.)
+		if limit := int64(1.2*c.Rate*c.Duration.Seconds()) + int64(c.Producers); p.Records > limit || p.Records == 0 {
+			t.Fatalf("warm-up %v: rate %v for %v: %d records, want 1..%d", warmup, c.Rate, c.Duration, p.Records, limit)
+		}
 	}
 }
 
@@ -266,13 +272,14 @@ func TestConfigLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, mod := range map[string]func(*Config){
-		"no duration":   func(c *Config) { c.Duration = 0 },
-		"huge duration": func(c *Config) { c.Duration = 2 * MaxDuration },
-		"no topic":      func(c *Config) { c.Topic = "" },
-		"big value":     func(c *Config) { c.Size = MaxSize + 1 },
-		"no producers":  func(c *Config) { c.Producers = 0 },
-		"bad acks":      func(c *Config) { c.Acks = 2 },
-		"negative rate": func(c *Config) { c.Rate = -1 },
+		"no duration":      func(c *Config) { c.Duration = 0 },
+		"huge duration":    func(c *Config) { c.Duration = 2 * MaxDuration },
+		"no topic":         func(c *Config) { c.Topic = "" },
+		"big value":        func(c *Config) { c.Size = MaxSize + 1 },
+		"no producers":     func(c *Config) { c.Producers = 0 },
+		"bad acks":         func(c *Config) { c.Acks = 2 },
+		"negative rate":    func(c *Config) { c.Rate = -1 },
+		"negative warm-up": func(c *Config) { c.Warmup = -time.Second },
 	} {
 		c := good
 		mod(&c)

@@ -24,6 +24,7 @@ type Config struct {
 	Replication int16         // replicas of a topic created here (-1: the broker's default)
 	Size        int           // bytes of each record value
 	Duration    time.Duration // the run stops after this long
+	Warmup      time.Duration // a produce first runs this long on the same clients, unmeasured
 	Records     int64         // ... or after this many records (0: no count bound)
 	Acks        Acks          // produce acknowledgements
 	Producers   int           // kgo clients producing at once (each its own connections)
@@ -127,6 +128,8 @@ func (c *Config) check(produce bool) error {
 		return fmt.Errorf("producers %d: want 1..%d", c.Producers, MaxClients)
 	case c.Rate < 0:
 		return fmt.Errorf("rate %v: want 0 (unlimited) or more", c.Rate)
+	case c.Warmup < 0 || c.Warmup > MaxDuration:
+		return fmt.Errorf("warm-up %v: want 0 to %v", c.Warmup, MaxDuration)
 	case c.Acks != -1 && c.Acks != 0 && c.Acks != 1:
 		return fmt.Errorf("acks %d: want -1, 0 or 1", c.Acks)
 	}

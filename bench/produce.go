@@ -106,7 +106,7 @@ func Produce(ctx context.Context, c Config) (Result, error) {
 		errMu           sync.Mutex
 		firstErr        string
 		pool            = sync.Pool{New: func() any { return randomValue(c.Size) }}
-		runCtx, stopRun = context.WithTimeout(ctx, c.Duration)
+		runCtx, stopRun = context.WithTimeout(ctx, c.Warmup+c.Duration)
 	)
 	defer stopRun()
 	stopProgress := progress(c.Progress, &acked, &bytes)
@@ -114,7 +114,11 @@ func Produce(ctx context.Context, c Config) (Result, error) {
 	if c.Timeline {
 		worst = make([]atomic.Int64, c.Duration/TimelineStep+1)
 	}
+	// The warm-up's records go out at the same pace through the same
+	// clients (connections open, producer id and metadata loaded, batches
+	// flowing); only those due from measured on are counted.
 	start := time.Now()
+	measured := start.Add(c.Warmup)
 	var wg sync.WaitGroup
 	for _, cl := range clients {
 		wg.Add(1)
@@ -148,17 +152,19 @@ func Produce(ctx context.Context, c Config) (Result, error) {
 				// ctx, not runCtx: records still buffered when the run
 				// ends are sent and acknowledged, not failed.
 				cl.Produce(ctx, &kgo.Record{Value: *bp}, func(r *kgo.Record, err error) {
-					if err != nil {
+					switch {
+					case err != nil:
 						failed.Add(1)
 						errMu.Lock()
 						if firstErr == "" {
 							firstErr = err.Error()
 						}
 						errMu.Unlock()
-					} else {
+					case due.Before(measured): // a warm-up record: not counted
+					default:
 						lat := time.Since(due)
 						hist.Record(lat)
-						if w := int(due.Sub(start) / TimelineStep); w < len(worst) {
+						if w := int(due.Sub(measured) / TimelineStep); w < len(worst) {
 							raise(&worst[w], int64(lat))
 						}
 						acked.Add(1)
@@ -178,7 +184,7 @@ func Produce(ctx context.Context, c Config) (Result, error) {
 			flushErr = fmt.Errorf("waiting for acknowledgements: %w", err)
 		}
 	}
-	elapsed := time.Since(start)
+	elapsed := max(time.Since(measured), time.Millisecond) // a count bound can end the run in its warm-up
 	stopProgress()
 	res.Records, res.Bytes, res.Errors = acked.Load(), bytes.Load(), failed.Load()
 	errMu.Lock()

@@ -46,6 +46,7 @@ func runBenchLoad(kind string, args []string, stdout, stderr io.Writer) int {
 	topic := fs.String("topic", "bench", "topic (created when missing)")
 	size := fs.Int("size", 1024, "bytes per record value (produce)")
 	duration := fs.Duration("duration", 10*time.Second, "stop after this long")
+	warmup := fs.Duration("warmup", 0, "produce this long first on the same client, unmeasured (produce)")
 	records := fs.Int64("records", 10_000_000, "... or after this many records (0: no count bound)")
 	acks := fs.String("acks", "all", "all, 1 or 0 (produce)")
 	partitions := fs.Int("partitions", 6, "partitions of the topic when it is created here")
@@ -91,7 +92,7 @@ func runBenchLoad(kind string, args []string, stdout, stderr io.Writer) int {
 	}
 	c := bench.Config{
 		Bootstrap: strings.Split(*bootstrap, ","), Topic: *topic, Partitions: int32(*partitions), Replication: int16(*rf),
-		Size: *size, Duration: *duration, Records: *records, Acks: ack, Producers: *producers, Rate: *rate,
+		Size: *size, Duration: *duration, Warmup: *warmup, Records: *records, Acks: ack, Producers: *producers, Rate: *rate,
 		Compression: *codec, Linger: *linger, FromEnd: *from == "end", Timeline: *timeline,
 	}
 	if logLevel != kgo.LogLevelNone {

@@ -45,7 +45,7 @@ func runBenchCompare(args []string, stdout, stderr io.Writer) int {
 	duration := fs.Duration("duration", 3*time.Second, "length of each produce run")
 	rounds := fs.Int("rounds", 3, "rounds of every target and shape (the median ratio is reported)")
 	halfDuration := fs.Duration("half-duration", 10*time.Second, "length of the run at half load")
-	warmup := fs.Duration("warmup", 5*time.Second, "unmeasured produce at half load before each measured run, on the same topic (leaders elected, connections open, pages and buffers in use)")
+	warmup := fs.Duration("warmup", 5*time.Second, "unmeasured produce at half load at the start of each half-load run, on the same topic and client (leaders elected, connections open, pages and buffers in use)")
 	sizes := fs.String("sizes", "1024,100", "record value sizes in bytes, comma-separated")
 	parts := fs.String("partitions", "1,6", "partition counts, comma-separated")
 	rawMiB := fs.Int("raw-mib", 512, "MiB of the raw write of each round (the best counts)")
@@ -408,16 +408,9 @@ func (r *compareRun) halfLoad(ctx context.Context, targets []compareTarget, d, w
 	for _, i := range []int{ti, 0} {
 		t := targets[i]
 		c := r.config(t.boot, "bench-half-"+strings.ReplaceAll(memory, " ", "-"), targetShape, t.rf)
-		c.Rate, c.Duration, c.Timeline = rate, d, true
+		c.Rate, c.Duration, c.Warmup, c.Timeline = rate, d, warmup, true
 		if _, _, err := bench.EnsureTopic(ctx, c); err != nil {
 			return err
-		}
-		if warmup > 0 {
-			w := c
-			w.Duration = warmup
-			if _, err := bench.Produce(ctx, w); err != nil {
-				return fmt.Errorf("%s: warm-up at half load: %w", t.name, err)
-			}
 		}
 		runtime.GC()
 		profile := ""
