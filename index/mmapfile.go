@@ -484,7 +484,17 @@ func (m *mmapFile) Reset() { m.shrink(0) }
 // trims it again if a TruncateTo or Reset shortened it. After Seal,
 // appends fail with ErrReadOnly; lookups keep working. Readers must be
 // excluded. On an inspect-only index Seal fails with ErrReadOnly.
-func (m *mmapFile) Seal() error {
+func (m *mmapFile) Seal() error { return m.seal(true) }
+
+// SealNoSync is Seal without the msync and the fsync: the entries are
+// written through the page cache, and made durable by a later Sync. An
+// fsync waits on ext4 for a journal commit, and with it for the data of
+// every file being written back: hundreds of milliseconds under load,
+// which a segment roll must not make appends wait for. SyncFile makes it
+// durable.
+func (m *mmapFile) SealNoSync() error { return m.seal(false) }
+
+func (m *mmapFile) seal(sync bool) error {
 	if m.closed {
 		return m.errClosed()
 	}
@@ -493,7 +503,9 @@ func (m *mmapFile) Seal() error {
 	}
 	length := m.count() * m.entrySize
 	wasWritable := m.writable
-	if wasWritable {
+	// Without sync, the dirty pages of the writable mapping pass to the
+	// page cache when it is unmapped (remap below), and Sync writes them.
+	if wasWritable && sync {
 		if err := m.data.Flush(); err != nil {
 			return fmt.Errorf("index: msync %s: %w", m.path, err)
 		}
@@ -505,7 +517,7 @@ func (m *mmapFile) Seal() error {
 		return err
 	}
 	m.writable = false
-	if wasWritable || resized {
+	if sync && (wasWritable || resized) {
 		if err := m.f.Sync(); err != nil {
 			return fmt.Errorf("index: fsync %s: %w", m.path, err)
 		}
@@ -561,6 +573,19 @@ func (m *mmapFile) Sync() error {
 			return fmt.Errorf("index: msync %s: %w", m.path, err)
 		}
 	}
+	if err := m.f.Sync(); err != nil {
+		return fmt.Errorf("index: fsync %s: %w", m.path, err)
+	}
+	return nil
+}
+
+// SyncFile fsyncs the index file and nothing else: it reads none of the
+// index's state, so it is safe beside lookups and beside a Seal, Unseal
+// or append on another goroutine (entries written through the shared
+// mapping are in the page cache as soon as written, and the fsync writes
+// what is there). The file must stay open meanwhile. It makes an index
+// sealed with SealNoSync durable.
+func (m *mmapFile) SyncFile() error {
 	if err := m.f.Sync(); err != nil {
 		return fmt.Errorf("index: fsync %s: %w", m.path, err)
 	}

@@ -29,8 +29,10 @@ type index interface {
 	Path() string
 	Reset()
 	Seal() error
+	SealNoSync() error
 	Unseal() error
 	Sync() error
+	SyncFile() error
 	Close() error
 	Delete() error
 	Check() error
@@ -230,35 +232,64 @@ func TestFull(t *testing.T) {
 func TestSeal(t *testing.T) {
 	forKinds(t, func(t *testing.T, k kind) {
 		for _, n := range []int{0, 1, 5} {
-			path := tempPath(t, k)
-			x := k.mustOpen(t, path, 64*k.entrySize, true)
-			k.fill(t, x, 0, n)
-			if err := x.Seal(); err != nil {
+			testSeal(t, k, n, index.Seal)
+		}
+	})
+}
+
+// TestSealNoSync: sealed without a sync, an index is what Seal makes of
+// it, and SyncFile then makes the entries durable; a reopen reads them
+// from the file.
+func TestSealNoSync(t *testing.T) {
+	forKinds(t, func(t *testing.T, k kind) {
+		for _, n := range []int{0, 1, 5} {
+			path := testSeal(t, k, n, func(x index) error {
+				if err := x.SealNoSync(); err != nil {
+					return err
+				}
+				return x.SyncFile()
+			})
+			y := k.mustOpen(t, path, 64*k.entrySize, false)
+			k.checkEntries(t, y, n)
+			if err := y.Close(); err != nil {
 				t.Fatal(err)
-			}
-			if got := fileSize(t, path); got != int64(n*k.entrySize) {
-				t.Errorf("%d entries: sealed size %d, want %d", n, got, n*k.entrySize)
-			}
-			if err := k.add(x, n); !errors.Is(err, ErrReadOnly) {
-				t.Errorf("%d entries: add to sealed: %v, want ErrReadOnly", n, err)
-			}
-			if !x.IsFull() {
-				t.Errorf("%d entries: sealed index not full", n)
-			}
-			k.checkEntries(t, x, n)
-			// Sealing again is harmless.
-			if err := x.Seal(); err != nil {
-				t.Fatal(err)
-			}
-			k.checkEntries(t, x, n)
-			if err := x.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if got := fileSize(t, path); got != int64(n*k.entrySize) {
-				t.Errorf("%d entries: size after Close %d", n, got)
 			}
 		}
 	})
+}
+
+// testSeal fills a new index with n entries, seals it with seal, checks
+// it, and returns its path once closed.
+func testSeal(t *testing.T, k kind, n int, seal func(index) error) string {
+	t.Helper()
+	path := tempPath(t, k)
+	x := k.mustOpen(t, path, 64*k.entrySize, true)
+	k.fill(t, x, 0, n)
+	if err := seal(x); err != nil {
+		t.Fatal(err)
+	}
+	if got := fileSize(t, path); got != int64(n*k.entrySize) {
+		t.Errorf("%d entries: sealed size %d, want %d", n, got, n*k.entrySize)
+	}
+	if err := k.add(x, n); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("%d entries: add to sealed: %v, want ErrReadOnly", n, err)
+	}
+	if !x.IsFull() {
+		t.Errorf("%d entries: sealed index not full", n)
+	}
+	k.checkEntries(t, x, n)
+	// Sealing again is harmless.
+	if err := x.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	k.checkEntries(t, x, n)
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := fileSize(t, path); got != int64(n*k.entrySize) {
+		t.Errorf("%d entries: size after Close %d", n, got)
+	}
+	return path
 }
 
 func TestReopen(t *testing.T) {

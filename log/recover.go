@@ -189,7 +189,7 @@ func (l *Log) loadSegments(bases []int64, ck checkpoint, rep *RecoveryReport) er
 	// All but the last are sealed; the last is the active segment.
 	for i, s := range l.segs {
 		if i < len(l.segs)-1 {
-			if err := s.seal(); err != nil {
+			if err := s.seal(true); err != nil {
 				return err
 			}
 		} else if err := s.unseal(); err != nil {

@@ -12,19 +12,22 @@ import (
 	"github.com/raftlog/raftlog/log/vfs"
 )
 
-// TestRollSyncsInBackground: the append that rolls a segment does not
-// fsync the sealed one; the background task does, and only then moves
-// the recovery point to the new segment. A flush before the task has run
-// syncs the sealed segment itself.
+// TestRollSyncsInBackground: the append that rolls a segment fsyncs
+// neither the sealed one nor the directory; the background task does,
+// the directory first, and only then moves the recovery point to the new
+// segment. A flush before the task has run syncs both itself.
 func TestRollSyncsInBackground(t *testing.T) {
 	fs := vfs.NewMem()
 	var mu sync.Mutex
-	var syncs []string
+	var syncs, dirSyncs []string // .log fsyncs; directory fsyncs, with the .log fsyncs before each
 	fs.SetHook(func(_ int, kind, name string) error {
-		if kind == vfs.OpSync && strings.HasSuffix(name, ".log") {
-			mu.Lock()
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case kind == vfs.OpSync && strings.HasSuffix(name, ".log"):
 			syncs = append(syncs, name)
-			mu.Unlock()
+		case kind == vfs.OpSyncDir && name == "/d":
+			dirSyncs = append(dirSyncs, strings.Join(syncs, ","))
 		}
 		return nil
 	})
@@ -46,15 +49,15 @@ func TestRollSyncsInBackground(t *testing.T) {
 		l.Close()
 	}()
 	mu.Lock()
-	syncs = nil // the open's own
+	syncs, dirSyncs = nil, nil // the open's own
 	mu.Unlock()
 	for len(l.Segments()) < 2 {
 		if _, err := l.Append(mkBatch(2, 100, 1), 1); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if len(syncs) != 0 {
-		t.Fatalf("appends fsynced %v", syncs)
+	if len(syncs) != 0 || len(dirSyncs) != 0 {
+		t.Fatalf("appends fsynced %v and the directory %d times", syncs, len(dirSyncs))
 	}
 	if len(queued) != 1 {
 		t.Fatalf("%d background tasks after one roll", len(queued))
@@ -72,6 +75,9 @@ func TestRollSyncsInBackground(t *testing.T) {
 	if len(syncs) != 1 || syncs[0] != sealed.LogPath {
 		t.Fatalf("background task fsynced %v, want %s", syncs, sealed.LogPath)
 	}
+	if len(dirSyncs) == 0 || dirSyncs[0] != "" {
+		t.Fatalf("background task fsynced the directory after %q (want before the segment)", dirSyncs)
+	}
 	if ck, _ := readCheckpoint(fs, "/d"); ck.recoveryPoint != newBase {
 		t.Fatalf("recovery point %d after the background fsync, want %d", ck.recoveryPoint, newBase)
 	}
@@ -82,13 +88,16 @@ func TestRollSyncsInBackground(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	syncs = nil
+	syncs, dirSyncs = nil, nil
 	if err := l.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	segs := l.Segments()
 	if len(syncs) != 2 || syncs[0] != segs[1].LogPath || syncs[1] != segs[2].LogPath {
 		t.Fatalf("flush fsynced %v", syncs)
+	}
+	if len(dirSyncs) == 0 || dirSyncs[0] != "" {
+		t.Fatalf("flush fsynced the directory after %q (want before the segments)", dirSyncs)
 	}
 	if ck, _ := readCheckpoint(fs, "/d"); ck.recoveryPoint != l.EndOffset() {
 		t.Fatalf("recovery point %d after flush, want %d", ck.recoveryPoint, l.EndOffset())

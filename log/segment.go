@@ -69,6 +69,9 @@ type segment struct {
 	// writingBack is set while a write-behind of the .log runs (at most
 	// one per segment).
 	writingBack atomic.Bool
+	// idxSeals counts the seals that left the indexes unsynced (a roll's);
+	// idxSynced the count the last index fsync covered (under syncMu).
+	idxSeals, idxSynced atomic.Uint64
 
 	// syncMu serialises fsyncs of the .log (a background one and a
 	// flush's) and guards syncErr, the first that failed.
@@ -219,7 +222,7 @@ func (s *segment) addIndexEntry(off, pos int64) error {
 
 // seal makes the segment immutable: fsync the .log, add the final time
 // index entry, trim both indexes and remap them read-only.
-func (s *segment) seal() error {
+func (s *segment) seal(sync bool) error {
 	if s.sealed {
 		return nil
 	}
@@ -228,11 +231,19 @@ func (s *segment) seal() error {
 			return fmt.Errorf("log: seal %s: %w", s.logPath, err)
 		}
 	}
-	if err := s.oi.Seal(); err != nil {
+	seal := (*index.OffsetIndex).Seal
+	sealTime := (*index.TimeIndex).Seal
+	if !sync {
+		seal, sealTime = (*index.OffsetIndex).SealNoSync, (*index.TimeIndex).SealNoSync
+	}
+	if err := seal(s.oi); err != nil {
 		return fmt.Errorf("log: seal %s: %w", s.logPath, err)
 	}
-	if err := s.ti.Seal(); err != nil {
+	if err := sealTime(s.ti); err != nil {
 		return fmt.Errorf("log: seal %s: %w", s.logPath, err)
+	}
+	if !sync {
+		s.idxSeals.Add(1) // fsync syncs them
 	}
 	s.sealed = true
 	return nil
@@ -258,7 +269,9 @@ func (s *segment) unseal() error {
 func (s *segment) markWritten() { s.writes++ }
 
 // dirty reports writes no fsync has covered yet. Under wmu.
-func (s *segment) dirty() bool { return s.synced != s.writes }
+func (s *segment) dirty() bool {
+	return s.synced != s.writes || s.idxSynced.Load() != s.idxSeals.Load()
+}
 
 // fsync fsyncs the .log, from any goroutine (a background fsync holds no
 // lock of the log), and keeps a failure: Linux reports a writeback error
@@ -267,6 +280,18 @@ func (s *segment) dirty() bool { return s.synced != s.writes }
 func (s *segment) fsync() error {
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
+	// Indexes sealed without a sync first: they must be durable before the
+	// recovery point passes the segment, as its data.
+	if seals := s.idxSeals.Load(); s.syncErr == nil && seals != s.idxSynced.Load() {
+		// SyncFile, not Sync: a truncation may unseal and a roll seal
+		// the indexes again meanwhile (then the count stays behind).
+		if s.syncErr = s.oi.SyncFile(); s.syncErr == nil {
+			s.syncErr = s.ti.SyncFile()
+		}
+		if s.syncErr == nil {
+			s.idxSynced.Store(seals)
+		}
+	}
 	if s.syncErr == nil {
 		s.syncErr = s.f.Sync()
 	}
