@@ -80,6 +80,9 @@ type Log struct {
 
 	recovery RecoveryReport
 
+	// writeBehindFailed turns the write-behind off after it failed once.
+	writeBehindFailed atomic.Bool
+
 	stopFlush  chan struct{}
 	flushDone  chan struct{}
 	bg         sync.WaitGroup // background fsyncs of sealed segments
@@ -348,7 +351,7 @@ const writeBehindPage = 4096
 // ext4 allocates their blocks under the lock that appends to the same
 // file take. Under wmu.
 func (l *Log) writeBehind(seg *segment, start, end int64) {
-	if l.cfg.WriteBehindBytes < 0 {
+	if l.cfg.WriteBehindBytes < 0 || l.writeBehindFailed.Load() {
 		return
 	}
 	wb, ok := seg.f.(vfs.Writebacker)
@@ -375,10 +378,12 @@ func (l *Log) writeBehind(seg *segment, start, end int64) {
 		defer l.bg.Done()
 		defer func() { <-writeBehindSlots }()
 		defer seg.writingBack.Store(false)
-		// A segment closed meanwhile fails with os.ErrClosed; any other
-		// error is one the next fsync reports too.
-		if err := wb.StartWriteback(from, to-from); err != nil && !errors.Is(err, os.ErrClosed) {
-			l.logger.Warn("write-behind", "file", seg.logPath, "error", err)
+		// A segment closed meanwhile fails with os.ErrClosed. Any other
+		// error (a file system without the call, an I/O error the next
+		// fsync reports too) turns the write-behind off for this log,
+		// which costs latency, not data: said once, not at every MiB.
+		if err := wb.StartWriteback(from, to-from); err != nil && !errors.Is(err, os.ErrClosed) && !l.writeBehindFailed.Swap(true) {
+			l.logger.Warn("write-behind failed; the kernel writes this log back on its own from now on", "file", seg.logPath, "error", err)
 		}
 	}()
 }

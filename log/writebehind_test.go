@@ -20,6 +20,8 @@ type wbFS struct {
 	calls map[string][][2]int64 // file → [off, n] in the order started
 	// hold, when set, makes each write-behind wait until it is closed.
 	hold chan struct{}
+	// fail, when set, is what each write-behind returns.
+	fail error
 }
 
 func newWBFS(hold chan struct{}) *wbFS {
@@ -41,6 +43,9 @@ func (f *wbFile) StartWriteback(off, n int64) error {
 	name := filepath.Base(f.File.(interface{ Name() string }).Name())
 	f.fs.calls[name] = append(f.fs.calls[name], [2]int64{off, n})
 	f.fs.mu.Unlock()
+	if f.fs.fail != nil {
+		return f.fs.fail
+	}
 	return f.File.(vfs.Writebacker).StartWriteback(off, n)
 }
 
@@ -166,6 +171,25 @@ func TestWriteBehindOneAtATime(t *testing.T) {
 		t.Fatalf("%d write-behinds started while the first was held (%v), want 1", len(rs), rs)
 	}
 	checkRanges(t, rs, 0, cfg.WriteBehindBytes)
+}
+
+// TestWriteBehindFailureTurnsItOff: a write-behind that fails (a file
+// system without sync_file_range) is the log's last.
+func TestWriteBehindFailureTurnsItOff(t *testing.T) {
+	dir := t.TempDir()
+	fs := newWBFS(nil)
+	fs.fail = errors.New("sync_file_range: operation not supported")
+	l := openTest(t, dir, Config{WriteBehindBytes: 16 << 10}, WithFS(fs), WithIndexDir(dir))
+	for l.Size() < 256<<10 {
+		mustAppend(t, l, mkBatch(2, 3000, 1))
+		waitWriteBehinds(t, l)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if rs := fs.ranges(segmentName(0, ".log")); len(rs) != 1 {
+		t.Fatalf("write-behinds after the first failed: %v", rs)
+	}
 }
 
 func TestWriteBehindOff(t *testing.T) {
