@@ -226,7 +226,21 @@ func (n *Node) ensureReplica(g string, t Topic, p int32) *replication.Replica {
 		return nil
 	}
 	dirName := partitionDir(t.Name, p)
-	if err := claimDir(filepath.Join(n.cfg.DataDir, dirName), g); err != nil {
+	// The replica of an earlier topic of the same name (deleted and
+	// created again while this node was away) may still be open in that
+	// directory: claimDir would remove its files under its running Raft,
+	// whose next write then panics. It is closed further down in the same
+	// reconcile, as no longer wanted; this one opens at the next.
+	dir := filepath.Join(n.cfg.DataDir, dirName)
+	n.mu.Lock()
+	for og, or := range n.replicas {
+		if og != g && filepath.Dir(or.Log().Dir()) == dir {
+			n.mu.Unlock()
+			return nil
+		}
+	}
+	n.mu.Unlock()
+	if err := claimDir(dir, g); err != nil {
 		return fail("replica directory", err)
 	}
 	r, err := n.openReplica(g, dirName, topicLogConfig(t.Configs, n.cfg.LogConfig), gate)
