@@ -173,3 +173,15 @@ func EmptyBatch(h Batch) {
 	be.PutUint32(h[recordCountOff:], 0)
 	be.PutUint32(h[crcOff:], h[:BatchHeaderSize].ComputeCRC())
 }
+
+// ExtendEmptyBatch makes the empty batch h (EmptyBatch) cover the offsets
+// up to last as well, with maxTs as its max timestamp when larger: one
+// empty batch for a run of batches, as compaction leaves of a run.
+func ExtendEmptyBatch(h Batch, last, maxTs int64) {
+	be := binary.BigEndian
+	be.PutUint32(h[lastDeltaOff:], uint32(last-h.BaseOffset()))
+	if maxTs > h.MaxTimestamp() {
+		be.PutUint64(h[maxTimeOff:], uint64(maxTs))
+	}
+	be.PutUint32(h[crcOff:], h[:BatchHeaderSize].ComputeCRC())
+}

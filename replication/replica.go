@@ -711,9 +711,9 @@ func (r *Replica) EndOffsetForEpoch(epoch int32) (int64, int32, error) {
 	return end, best, nil
 }
 
-// ReadRecords is Read for Kafka consumers: each control batch of Raft
-// and raftlog (configuration, markers) is handed out as an empty batch
-// (no records, same offsets), since some clients (segmentio/kafka-go) give
+// ReadRecords is Read for Kafka consumers: each run of control batches of
+// Raft and raftlog (configuration, markers) is handed out as one empty
+// batch (no records, same offsets), since some clients (segmentio/kafka-go) give
 // control records to the application. Clients step over empty batches as
 // they do after compaction, so a consumer moves past the offsets they
 // hold even at the end of the log.
@@ -722,18 +722,35 @@ func (r *Replica) ReadRecords(offset int64, maxBytes int) ([]byte, error) {
 	if err != nil || len(p) == 0 {
 		return p, err
 	}
+	return emptyControlBatches(p), nil
+}
+
+// emptyControlBatches rewrites p in place: each run of consecutive control
+// batches becomes one empty batch spanning their offsets. One, not one
+// each: segmentio/kafka-go's reader reads at most two batch headers in a
+// row before it reads a record, so three empty batches at the start of a
+// response, or two between records (the two entries of a Raft election),
+// made it read a record out of the next header and panic
+// ("markRead: negative count").
+func emptyControlBatches(p []byte) []byte {
 	out := p[:0]
+	empty := -1 // where in out the empty batch of the current run starts
 	log.Batches(p, func(b log.Batch) bool {
 		if !b.IsControl() {
 			out = append(out, b...) // moves left within p: out never passes the batch being read
+			empty = -1
 			return true
 		}
-		at := len(out)
+		if empty >= 0 {
+			log.ExtendEmptyBatch(log.Batch(out[empty:]), b.LastOffset(), b.MaxTimestamp())
+			return true
+		}
+		empty = len(out)
 		out = append(out, b[:log.BatchHeaderSize]...)
-		log.EmptyBatch(log.Batch(out[at:]))
+		log.EmptyBatch(log.Batch(out[empty:]))
 		return true
 	})
-	return out, nil
+	return out
 }
 
 // watchLeadership keeps ready: a barrier after each election won.

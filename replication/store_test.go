@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"reflect"
 	"strings"
@@ -445,5 +446,47 @@ func TestLogStoreChecksWhatALeaderSent(t *testing.T) {
 		if err := s.StoreLogs([]*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand, Data: drifted}}); err == nil || !strings.Contains(err.Error(), "drifted") {
 			t.Fatalf("%s: a batch at another offset than this log's: %v", state, err)
 		}
+	}
+}
+
+// TestEmptyControlBatches: each run of control batches a consumer reads
+// becomes one empty batch over the run's offsets (kafka-go reads at most
+// two headers in a row before a record), valid by its CRC; data batches
+// pass unchanged.
+func TestEmptyControlBatches(t *testing.T) {
+	var p []byte
+	add := func(b []byte, off int64) {
+		log.Batch(b).SetBaseOffset(off)
+		p = append(p, b...)
+	}
+	data := func(off int64) []byte {
+		return log.BuildBatch(nil, log.BatchOptions{ProducerID: -1, BaseSequence: -1}, []log.Record{{Value: []byte(fmt.Sprint(off)), Timestamp: 1000 + off}})
+	}
+	ctl := func(off int64) []byte {
+		return encodeControl(&raft.Log{Index: uint64(off), Term: 3, Type: raft.LogNoop, AppendedAt: time.UnixMilli(2000 + off)})
+	}
+	for off, k := range "dcccdcd" + "cc" {
+		if k == 'd' {
+			add(data(int64(off)), int64(off))
+		} else {
+			add(ctl(int64(off)), int64(off))
+		}
+	}
+	type span struct {
+		base, last int64
+		count      int32
+		maxTs      int64
+	}
+	var got []span
+	log.Batches(emptyControlBatches(p), func(b log.Batch) bool {
+		if b.IsControl() || b.CRC() != b.ComputeCRC() {
+			t.Fatalf("batch at %d: control %v, CRC %x computed %x", b.BaseOffset(), b.IsControl(), b.CRC(), b.ComputeCRC())
+		}
+		got = append(got, span{b.BaseOffset(), b.LastOffset(), b.RecordCount(), b.MaxTimestamp()})
+		return true
+	})
+	want := []span{{0, 0, 1, 1000}, {1, 3, 0, 2003}, {4, 4, 1, 1004}, {5, 5, 0, 2005}, {6, 6, 1, 1006}, {7, 8, 0, 2008}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("batches %v, want %v", got, want)
 	}
 }
