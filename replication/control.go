@@ -64,9 +64,17 @@ func encodeControl(l *raft.Log) []byte {
 	val = binary.AppendUvarint(val, uint64(len(l.Extensions)))
 	val = append(val, l.Extensions...)
 	val = append(val, l.Data...)
+	// An entry with no time (Raft's bootstrap configuration, entry 1 of
+	// every group) is stamped -1, Kafka's "no timestamp": stamped 0 (1970)
+	// it started its segment's segment.ms clock, and the first produced
+	// batch, 56 years later, rolled a segment holding that one entry.
+	ts := int64(-1)
+	if at != 0 {
+		ts = at / int64(time.Millisecond)
+	}
 	return log.BuildBatch(nil, log.BatchOptions{
 		LeaderEpoch: int32(l.Term), Attributes: log.AttrControl, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
-	}, []log.Record{{Key: key, Value: val, Timestamp: at / int64(time.Millisecond)}})
+	}, []log.Record{{Key: key, Value: val, Timestamp: ts}})
 }
 
 // decodeControl fills out from a control batch written by encodeControl.

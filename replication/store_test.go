@@ -326,6 +326,29 @@ func TestControlBatchesAreKafkaControlBatches(t *testing.T) {
 	if err := decodeControl(b, &got); err != nil || got.Type != e.Type || !bytes.Equal(got.Data, e.Data) || !got.AppendedAt.Equal(e.AppendedAt) {
 		t.Fatalf("decode: %v %+v", err, got)
 	}
+	// An entry with no time has no timestamp, and does not start its
+	// segment's clock: the produced batch after it does not roll.
+	boot := log.Batch(encodeControl(&raft.Log{Index: 1, Term: 1, Type: raft.LogConfiguration, Data: []byte("d")}))
+	if boot.MaxTimestamp() != -1 {
+		t.Fatalf("entry without a time stamped %d", boot.MaxTimestamp())
+	}
+	if err := decodeControl(boot, &got); err != nil || !got.AppendedAt.IsZero() {
+		t.Fatalf("decode: %v %+v", err, got)
+	}
+	l, err := log.Open("/r/log", log.WithFS(vfs.NewMem()), log.WithIndexDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	now := time.Now().UnixMilli()
+	for _, p := range [][]byte{boot, log.BuildBatch(nil, log.BatchOptions{ProducerID: -1, BaseSequence: -1}, []log.Record{{Value: []byte("v"), Timestamp: now}})} {
+		if _, err := l.Append(p, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(l.Segments()); n != 1 {
+		t.Fatalf("%d segments after the bootstrap entry and a batch", n)
+	}
 	m := marker{server: "n1-abc", nonce: 42}
 	mb := log.Batch(encodeMarker(m, time.Unix(1, 0)))
 	if got, ok := decodeMarker(mb); !ok || got != m {
