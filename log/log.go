@@ -345,11 +345,12 @@ const writeBehindPage = 4096
 // to end (rounded down to a page) once WriteBehindBytes have gathered
 // since the last start, unless one is still running (the next append's
 // covers this range too). start is where the append that ended at end
-// began: what a segment held when it was opened is not written behind. It is what keeps the kernel's writeback of the
-// log in small steps: left alone, it writes nothing until the dirty pages
-// pass vm.dirty_background_ratio (gigabytes), and then all at once, while
-// ext4 allocates their blocks under the lock that appends to the same
-// file take. Under wmu.
+// began: what a segment held when it was opened is not written behind.
+// It is what keeps the kernel's writeback of the log in small steps: left
+// alone, it writes nothing until the dirty pages pass
+// vm.dirty_background_ratio (gigabytes), and then all at once, while ext4
+// allocates their blocks under the lock that appends to the same file
+// take. Under wmu.
 func (l *Log) writeBehind(seg *segment, start, end int64) {
 	if l.cfg.WriteBehindBytes < 0 || l.writeBehindFailed.Load() {
 		return
@@ -358,8 +359,8 @@ func (l *Log) writeBehind(seg *segment, start, end int64) {
 	if !ok {
 		return
 	}
-	if !seg.behindSet || seg.behind > start { // opened, or truncated since
-		seg.behind, seg.behindSet = start&^(writeBehindPage-1), true
+	if seg.behind < 0 || seg.behind > start { // opened, or truncated since
+		seg.behind = start &^ (writeBehindPage - 1)
 	}
 	to := end &^ (writeBehindPage - 1)
 	if to-seg.behind < l.cfg.WriteBehindBytes || !seg.writingBack.CompareAndSwap(false, true) {
@@ -460,6 +461,10 @@ func (l *Log) syncSealed(seg *segment) {
 		defer l.bg.Done()
 		// The directory first: the segment's own entry (made by the roll
 		// before) must be durable before the recovery point passes it.
+		// The checkpoint that then moves the recovery point syncs the
+		// directory again (an atomic replace); this sync is what lets a
+		// flush skip its own (dirSynced), and the crash tests show the
+		// flush's is needed: a hinted checkpoint does not sync it.
 		derr := l.fs.SyncDir(l.dir)
 		// Under mu, like a reader: cutSegment waits for the references
 		// while it holds mu, and no reference may start during that wait.

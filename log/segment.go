@@ -63,8 +63,7 @@ type segment struct {
 	sealed     bool   // indexes trimmed and read-only
 	writes     uint64 // writes into the .log so far
 	synced     uint64 // writes an fsync has covered (dirty while below writes)
-	behind     int64  // the .log's writeback was started below this position
-	behindSet  bool   // behind was set (at the first append since the open)
+	behind     int64  // the .log's writeback was started below this position (-1: no append since the open)
 
 	// writingBack is set while a write-behind of the .log runs (at most
 	// one per segment).
@@ -107,6 +106,7 @@ func openSegmentFiles(fsys vfs.FS, dir, idxDir string, base int64, cfg Config, c
 	s.maxTs.Store(-1)
 	s.maxTsOff.Store(base)
 	s.firstTs = -1
+	s.behind = -1
 	s.sealed = !writable
 	return s, nil
 }
