@@ -68,7 +68,7 @@ func (l *Log) recover() error {
 		ck = checkpoint{}
 		l.logger.Warn("checkpoint unusable, scanning every segment", "dir", l.dir, "error", err)
 	}
-	l.checkpointed = ck
+	l.checkpointed, l.ckWanted = ck, ck
 	rep.RecoveryPoint = ck.recoveryPoint
 
 	if len(bases) == 0 {

@@ -248,3 +248,131 @@ func TestCloseDuringAFailingBackgroundSync(t *testing.T) {
 		t.Fatal("clean-shutdown marker written over a failed fsync")
 	}
 }
+
+// TestRollCheckpointOutsideWriteLock: the checkpoint a sealed segment's
+// background task writes (an atomic replace, two fsyncs) does not hold
+// the write lock, so appends go on while it runs; and a truncation that
+// comes meanwhile, lowering the recovery point, is not overtaken by it:
+// the file ends holding the truncation's checkpoint.
+func TestRollCheckpointOutsideWriteLock(t *testing.T) {
+	mem := vfs.NewMem()
+	fs := &holdSyncFS{FS: mem, suffix: checkpointName + ".tmp"}
+	var queued []func()
+	l, err := Open("/d", WithFS(fs), WithIndexDir(t.TempDir()), WithConfig(Config{SegmentBytes: 1000}),
+		func(o *options) { o.background = func(fn func()) { queued = append(queued, fn) } })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for len(l.Segments()) < 2 {
+		if _, err := l.Append(mkBatch(2, 100, 1), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newBase := l.Segments()[1].BaseOffset
+	entered, release := make(chan struct{}), make(chan struct{})
+	fs.arm(entered, release)
+	task := make(chan error, 1)
+	go func() { queued[0](); task <- nil }()
+	select {
+	case <-entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the background task wrote no checkpoint")
+	}
+	appended := make(chan error, 1)
+	go func() {
+		_, err := l.Append(mkBatch(2, 100, 2), 1)
+		appended <- err
+	}()
+	if err := waitErr(t, appended, "an append during the background checkpoint write"); err != nil {
+		t.Fatal(err)
+	}
+	// Truncate into the sealed segment: the recovery point (newBase once
+	// the task's checkpoint lands) goes down to the cut.
+	cut := newBase - 1
+	truncated := make(chan error, 1)
+	go func() {
+		_, err := l.TruncateTo(cut)
+		truncated <- err
+	}()
+	// Release the write once the truncation holds the write lock (it
+	// waits for the write to end) or has returned.
+	deadline := time.Now().Add(30 * time.Second)
+	early := false
+	for !early && l.wmu.TryLock() {
+		l.wmu.Unlock()
+		select {
+		case err := <-truncated:
+			truncated <- err
+			early = true
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the truncation never took the write lock")
+		}
+		runtime.Gosched()
+	}
+	close(release)
+	if err := waitErr(t, task, "the background task"); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitErr(t, truncated, "TruncateTo"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("log stopped: %v", err)
+	}
+	l.wmu.Lock()
+	rp := l.recoveryPoint
+	l.wmu.Unlock()
+	ck, err := readCheckpoint(mem, "/d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rp >= newBase || ck.recoveryPoint != rp {
+		t.Fatalf("after the truncation to %d: recovery point %d, checkpoint %d; want both below %d and equal", cut, rp, ck.recoveryPoint, newBase)
+	}
+}
+
+// holdSyncFS holds the first fsync of a file whose name ends in suffix,
+// once armed: it closes entered and waits for release. Unlike a MemFS
+// hook, which runs under the MemFS's own lock, it stops nothing else.
+type holdSyncFS struct {
+	vfs.FS
+	suffix           string
+	mu               sync.Mutex
+	armed            bool
+	entered, release chan struct{}
+}
+
+func (h *holdSyncFS) arm(entered, release chan struct{}) {
+	h.mu.Lock()
+	h.armed, h.entered, h.release = true, entered, release
+	h.mu.Unlock()
+}
+
+func (h *holdSyncFS) Create(name string) (vfs.File, error) {
+	f, err := h.FS.Create(name)
+	if err != nil || !strings.HasSuffix(name, h.suffix) {
+		return f, err
+	}
+	return heldFile{File: f, fs: h}, nil
+}
+
+type heldFile struct {
+	vfs.File
+	fs *holdSyncFS
+}
+
+func (f heldFile) Sync() error {
+	h := f.fs
+	h.mu.Lock()
+	armed := h.armed
+	h.armed = false
+	h.mu.Unlock()
+	if armed {
+		close(h.entered)
+		<-h.release
+	}
+	return f.File.Sync()
+}
