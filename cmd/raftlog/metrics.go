@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	gometrics "github.com/hashicorp/go-metrics"
+	gmprom "github.com/hashicorp/go-metrics/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -151,13 +153,14 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // metricsHandler serves /metrics from a registry of its own: the node's
-// collector, its Kafka request metrics, and the Go runtime and process
-// collectors.
+// collector, its Kafka request metrics, what Raft measures of itself, and
+// the Go runtime and process collectors.
 func metricsHandler(nd *cluster.Node, km *kafkaMetrics) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		nodeCollector{nd},
 		km,
+		raftSink(),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -166,6 +169,55 @@ func metricsHandler(nd *cluster.Node, km *kafkaMetrics) http.Handler {
 		ErrorHandling: promhttp.ContinueOnError,
 	}))
 }
+
+// raftMetricPrefixes are the measurements of hashicorp/raft that /metrics
+// shows (summaries in milliseconds, under raft's own names, as Consul and
+// Nomad show them): commit time, the leader's log dispatch, the
+// replication round trip and heartbeat per follower (peer_id), a
+// follower's handling of an append and its log write, the FSM's batches,
+// snapshots, and state changes. Raft also names each measurement per peer
+// in the metric's name; those copies are blocked.
+var raftMetricPrefixes = []string{
+	"raft.commitTime",
+	"raft.leader.dispatchLog",
+	"raft.replication.appendEntries.rpc",
+	"raft.replication.heartbeat",
+	"raft.rpc.appendEntries",
+	"raft.fsm.applyBatch",
+	"raft.snapshot",
+	"raft.state",
+	"raft.transition",
+}
+
+var raftMetricBlocked = []string{
+	"raft.replication.appendEntries.rpc.",
+	"raft.replication.heartbeat.",
+}
+
+// raftSink receives what hashicorp/raft measures through go-metrics, which
+// is global to the process: a process running several nodes (`raftlog
+// dev`, `raftlog bench compare`) shows their sum on each node's /metrics.
+var raftSink = sync.OnceValue(func() *gmprom.PrometheusSink {
+	sink, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{
+		Expiration: time.Minute,
+		Name:       "raftlog_raft_sink",
+		Registerer: prometheus.NewRegistry(), // not the default registry
+	})
+	if err != nil {
+		panic(err) // a fresh registry refuses nothing
+	}
+	cfg := gometrics.DefaultConfig("")
+	cfg.EnableHostname = false
+	cfg.EnableRuntimeMetrics = false
+	cfg.EnableServiceLabel = false
+	cfg.FilterDefault = false
+	cfg.AllowedPrefixes = raftMetricPrefixes
+	cfg.BlockedPrefixes = raftMetricBlocked
+	if _, err := gometrics.NewGlobal(cfg, sink); err != nil {
+		panic(err) // NewGlobal fails only where its runtime collection does, which is off
+	}
+	return sink
+})
 
 // kafkaMetrics counts the Kafka requests the node serves: it is the rpc
 // server's observer, and a prometheus.Collector of what it counted. The

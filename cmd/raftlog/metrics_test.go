@@ -210,7 +210,10 @@ func TestMetricsAndClusterStatus(t *testing.T) {
 		for _, a := range addrs {
 			all = append(all, scrape(t, a))
 		}
-		return checkClusterMetrics(all, topic, partitions)
+		if err := checkClusterMetrics(all, topic, partitions); err != nil {
+			return err
+		}
+		return checkRaftMetrics(all[0])
 	})
 
 	// Every node given, then only the first (the others are discovered
@@ -225,6 +228,32 @@ func TestMetricsAndClusterStatus(t *testing.T) {
 			return checkStatusOutput(out.String(), addrs, topic, partitions)
 		})
 	}
+}
+
+// checkRaftMetrics checks that what Raft measures of itself is there:
+// commit time, and the replication round trip labelled by peer, without
+// the copies raft names per peer.
+func checkRaftMetrics(fams map[string]*dto.MetricFamily) error {
+	for _, name := range []string{"raft_commitTime", "raft_replication_appendEntries_rpc", "raft_rpc_appendEntries_storeLogs"} {
+		f, ok := fams[name]
+		if !ok || f.GetType() != dto.MetricType_SUMMARY || len(f.GetMetric()) == 0 {
+			return fmt.Errorf("no summary %s", name)
+		}
+		if s := f.GetMetric()[0].GetSummary(); s.GetSampleCount() == 0 {
+			return fmt.Errorf("%s: no samples", name)
+		}
+	}
+	for _, m := range fams["raft_replication_appendEntries_rpc"].GetMetric() {
+		if len(m.GetLabel()) != 1 || m.GetLabel()[0].GetName() != "peer_id" {
+			return fmt.Errorf("raft_replication_appendEntries_rpc labels %v, want peer_id", m.GetLabel())
+		}
+	}
+	for name := range fams {
+		if strings.HasPrefix(name, "raft_replication_appendEntries_rpc_") || strings.HasPrefix(name, "raft_replication_heartbeat_") {
+			return fmt.Errorf("per-peer copy %s not blocked", name)
+		}
+	}
+	return nil
 }
 
 // checkStatusOutput checks that the table names every node as ready and
