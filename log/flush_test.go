@@ -56,6 +56,21 @@ func waitErr(t *testing.T, ch <-chan error, what string) error {
 	}
 }
 
+// mustAppendMeanwhile appends batch on another goroutine and fails the
+// test unless the append returns, without error, while the caller holds
+// something (an fsync) open.
+func mustAppendMeanwhile(t *testing.T, l *Log, batch []byte, what string) {
+	t.Helper()
+	appended := make(chan error, 1)
+	go func() {
+		_, err := l.Append(batch, 1)
+		appended <- err
+	}()
+	if err := waitErr(t, appended, what); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // blockedFlush opens a log on a gatedFS failing with fail, appends
 // batches of the given record counts, and starts a Flush, returning once
 // the flush waits in its fsync. Closing fs.release lets it go on; its
@@ -94,14 +109,7 @@ func blockedFlush(t *testing.T, fail error, counts ...int) (l *Log, fs *gatedFS,
 // point stops there and the later appends stay dirty.
 func TestFlushDoesNotStopAppends(t *testing.T) {
 	l, fs, flushed := blockedFlush(t, nil, 3)
-	appended := make(chan error, 1)
-	go func() {
-		_, err := l.Append(mkBatch(2, 50, 2), 1)
-		appended <- err
-	}()
-	if err := waitErr(t, appended, "an append during a flush's fsync"); err != nil {
-		t.Fatal(err)
-	}
+	mustAppendMeanwhile(t, l, mkBatch(2, 50, 2), "an append during a flush's fsync")
 	close(fs.release)
 	if err := waitErr(t, flushed, "Flush"); err != nil {
 		t.Fatal(err)

@@ -498,7 +498,7 @@ func (l *Log) syncSealed(seg *segment) {
 			l.wmu.Lock()
 			if !l.closed && l.werr == nil {
 				l.logger.Error("checkpoint failed", "dir", l.dir, "error", err)
-				l.stop(fmt.Errorf("log: checkpoint: %w", err))
+				l.checkpointFailed(err)
 			}
 			l.wmu.Unlock()
 		}
@@ -564,10 +564,16 @@ func (l *Log) askCheckpointLocked() checkpoint {
 func (l *Log) writeCheckpointLocked() error {
 	l.askCheckpointLocked()
 	if err := l.writeWantedCheckpoint(); err != nil {
-		l.stop(fmt.Errorf("log: checkpoint: %w", err))
-		return l.werr
+		return l.checkpointFailed(err)
 	}
 	return nil
+}
+
+// checkpointFailed stops the log with a failed checkpoint write and
+// returns the log's error. Under wmu.
+func (l *Log) checkpointFailed(err error) error {
+	l.stop(fmt.Errorf("log: checkpoint: %w", err))
+	return l.werr
 }
 
 // writeWantedCheckpoint replaces the checkpoint file, atomically and
@@ -763,8 +769,7 @@ func (l *Log) hintCheckpointLocked() error {
 	}
 	if f == nil || err != nil {
 		if err := l.writeWantedCheckpointCkLocked(); err != nil {
-			l.stop(fmt.Errorf("log: checkpoint: %w", err))
-			return l.werr
+			return l.checkpointFailed(err)
 		}
 		return nil
 	}

@@ -279,14 +279,7 @@ func TestRollCheckpointOutsideWriteLock(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the background task wrote no checkpoint")
 	}
-	appended := make(chan error, 1)
-	go func() {
-		_, err := l.Append(mkBatch(2, 100, 2), 1)
-		appended <- err
-	}()
-	if err := waitErr(t, appended, "an append during the background checkpoint write"); err != nil {
-		t.Fatal(err)
-	}
+	mustAppendMeanwhile(t, l, mkBatch(2, 100, 2), "an append during the background checkpoint write")
 	// Truncate into the sealed segment: the recovery point (newBase once
 	// the task's checkpoint lands) goes down to the cut.
 	cut := newBase - 1
