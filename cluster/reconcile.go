@@ -231,16 +231,18 @@ func (n *Node) ensureReplica(g string, t Topic, p int32) *replication.Replica {
 	// directory: claimDir would remove its files under its running Raft,
 	// whose next write then panics. It is closed further down in the same
 	// reconcile, as no longer wanted; this one opens at the next.
-	dir := filepath.Join(n.cfg.DataDir, dirName)
+	// Its group name starts with the directory's (groupName); topic names
+	// hold no '@'.
+	prefix := dirName + "@"
 	n.mu.Lock()
-	for og, or := range n.replicas {
-		if og != g && filepath.Dir(or.Log().Dir()) == dir {
+	for og := range n.replicas {
+		if og != g && strings.HasPrefix(og, prefix) {
 			n.mu.Unlock()
 			return nil
 		}
 	}
 	n.mu.Unlock()
-	if err := claimDir(dir, g); err != nil {
+	if err := claimDir(filepath.Join(n.cfg.DataDir, dirName), g); err != nil {
 		return fail("replica directory", err)
 	}
 	r, err := n.openReplica(g, dirName, topicLogConfig(t.Configs, n.cfg.LogConfig), gate)

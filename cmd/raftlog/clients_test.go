@@ -3,8 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"github.com/raftlog/raftlog/replication"
 	"os"
 	"os/exec"
 	"strings"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/raftlog/raftlog/replication"
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
@@ -113,13 +114,12 @@ func TestKafkaGo(t *testing.T) {
 		if err := old.TransferLeadership("", ""); err != nil {
 			t.Fatalf("leadership transfer: %v", err)
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for l := leader(); l == nil || l == old; l = leader() {
-			if time.Now().After(deadline) {
-				t.Fatal("no new leader after the transfer")
+		eventually(t, 30*time.Second, func() error {
+			if l := leader(); l == nil || l == old {
+				return errors.New("no new leader after the transfer")
 			}
-			time.Sleep(20 * time.Millisecond) // polling leadership with a deadline
-		}
+			return nil
+		})
 	}
 	write(per)
 	readKafkaGo(ctx, t, c, "kgo-seg", 2*per)
