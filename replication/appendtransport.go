@@ -257,12 +257,14 @@ func (t *appendTransport) serve(c net.Conn) {
 		delete(t.accepted, c)
 		t.mu.Unlock()
 	}()
-	r := wireReader{r: bufio.NewReaderSize(c, 64<<10)}
+	arena := new(entryArena)
+	r := wireReader{r: bufio.NewReaderSize(c, 64<<10), arena: arena}
 	w := wireWriter{w: bufio.NewWriterSize(c, 4<<10)}
 	respCh := make(chan raft.RPCResponse, 1)
 	for {
 		req := new(raft.AppendEntriesRequest)
 		if err := r.readAppendRequest(req); err != nil {
+			arena.release() // Raft never saw this request
 			select {
 			case <-t.shutdown:
 			default:
@@ -298,8 +300,9 @@ func (t *appendTransport) serve(c net.Conn) {
 		select {
 		case resp = <-respCh:
 		case <-t.shutdown:
-			return
+			return // Raft may still hold the entries: the arena's chunks are left to the collector
 		}
+		arena.release() // answered: Raft is done with the entries
 		out, _ := resp.Response.(*raft.AppendEntriesResponse)
 		if out == nil && resp.Error == nil {
 			resp.Error = errors.New("replication: no append response")

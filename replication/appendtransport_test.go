@@ -269,7 +269,16 @@ func answer(c <-chan raft.RPC, n int, got chan<- *raft.AppendEntriesRequest) {
 	for i := 0; i < n; i++ {
 		rpc := <-c
 		req := rpc.Command.(*raft.AppendEntriesRequest)
-		got <- req
+		// The entries are valid until the answer (a follower's stream
+		// reuses their buffers): the test compares a copy.
+		cp := *req
+		cp.Entries = nil
+		for _, e := range req.Entries {
+			ce := *e
+			ce.Data, ce.Extensions = bytes.Clone(e.Data), bytes.Clone(e.Extensions)
+			cp.Entries = append(cp.Entries, &ce)
+		}
+		got <- &cp
 		var err error
 		if req.PrevLogEntry == 7 {
 			err = errors.New("refused seven")

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -18,9 +20,10 @@ import (
 // which a follower pays for on every entry: the decoder allocates each
 // entry's bytes in 256 KiB steps, copying what it read at each step, and
 // a Kafka batch is up to 1 MiB. Here the entry bytes follow a fixed
-// header and are read straight into one buffer of their exact size, and
-// written from the leader's buffers without a copy. Frozen: peers of
-// different versions exchange it.
+// header and are read straight into one buffer of their exact size (on a
+// follower's stream, into chunks it reuses: entryArena), and written from
+// the leader's buffers without a copy. Frozen: peers of different
+// versions exchange it.
 //
 // Request, leader → follower (integers big endian):
 //
@@ -213,11 +216,73 @@ func (ww *wireWriter) writeAppendResponse(resp *raft.AppendEntriesResponse, rpcE
 	return ww.w.Flush()
 }
 
-// wireReader reads messages of the format above.
+// wireReader reads messages of the format above. With an arena, the
+// entries' data of a request are read into its chunks.
 type wireReader struct {
-	r   *bufio.Reader
-	fix [45]byte
+	r     *bufio.Reader
+	fix   [45]byte
+	arena *entryArena
 }
+
+// arenaChunkSize is the size of the chunks a follower reads entries into:
+// a Kafka batch (1 MiB by default) fits, and a chunk holds many of the
+// batches a loaded partition's requests carry. A larger entry gets a
+// buffer of its own.
+const arenaChunkSize = 1 << 20
+
+// arenaChunks are the chunks no request holds, shared by every stream: a
+// sync.Pool, so the collector frees those left unused.
+var arenaChunks = sync.Pool{New: func() any { return new([arenaChunkSize]byte) }}
+
+// entryArena holds the entries of the append request a follower's stream
+// is serving, read into pooled chunks instead of a new buffer per entry.
+// Allocating those buffers was most of what a loaded follower allocated,
+// on the goroutine reading the stream: each garbage collection's assists
+// charged it there, in the round trip that a produce's commit waits for.
+//
+// The request's entries may be used until release, which the stream
+// calls once the Raft goroutine answered the request: by then Raft has
+// stored them (logStore.StoreLogs writes them to the log and does not keep
+// them: only a leader caches entries, and a replica answering a leader's
+// append does not lead) and decoded what it keeps of a configuration
+// entry into its own values.
+type entryArena struct {
+	chunks []*[arenaChunkSize]byte // those of the current request; the last is being filled
+	off    int                     // bytes used in the last chunk
+}
+
+// take returns n ≤ arenaChunkSize bytes for an entry of the current
+// request.
+func (a *entryArena) take(n int) []byte {
+	if len(a.chunks) == 0 || arenaChunkSize-a.off < n {
+		a.chunks = append(a.chunks, arenaChunks.Get().(*[arenaChunkSize]byte))
+		a.off = 0
+	}
+	c := a.chunks[len(a.chunks)-1]
+	b := c[a.off : a.off+n : a.off+n]
+	a.off += n
+	return b
+}
+
+// release hands the chunks back to the pool: nothing may use the entries
+// read since the last release any more.
+func (a *entryArena) release() {
+	for i, c := range a.chunks {
+		if poisonReleasedChunks.Load() {
+			for j := range c {
+				c[j] = 0xdb
+			}
+		}
+		arenaChunks.Put(c)
+		a.chunks[i] = nil
+	}
+	a.chunks, a.off = a.chunks[:0], 0
+}
+
+// poisonReleasedChunks overwrites each chunk as it is released, so that a
+// test reading an entry after its request was answered sees garbage
+// (and a checksum that fails) instead of the bytes that happen to remain.
+var poisonReleasedChunks atomic.Bool
 
 func (wr *wireReader) full(n int) ([]byte, error) {
 	if _, err := io.ReadFull(wr.r, wr.fix[:n]); err != nil {
@@ -240,7 +305,9 @@ func (wr *wireReader) bytes16() ([]byte, error) {
 	return b, err
 }
 
-func (wr *wireReader) bytes32() ([]byte, error) {
+// bytes32 reads a 4-byte length and the bytes; with entry set and an
+// arena, bytes that fit a chunk are read into the arena.
+func (wr *wireReader) bytes32(entry bool) ([]byte, error) {
 	h, err := wr.full(4)
 	if err != nil {
 		return nil, err
@@ -251,6 +318,11 @@ func (wr *wireReader) bytes32() ([]byte, error) {
 	}
 	if n == 0 {
 		return nil, nil
+	}
+	if entry && wr.arena != nil && n <= arenaChunkSize {
+		b := wr.arena.take(int(n))
+		_, err = io.ReadFull(wr.r, b)
+		return b, err
 	}
 	if n <= wireExactAlloc {
 		b := make([]byte, n)
@@ -313,10 +385,10 @@ func (wr *wireReader) readAppendRequest(req *raft.AppendEntriesRequest) error {
 		e.Term = binary.BigEndian.Uint64(h[8:])
 		e.Type = raft.LogType(h[16])
 		e.AppendedAt = fromUnixNanos(int64(binary.BigEndian.Uint64(h[17:])))
-		if e.Extensions, err = wr.bytes32(); err != nil {
+		if e.Extensions, err = wr.bytes32(false); err != nil {
 			return eof(err)
 		}
-		if e.Data, err = wr.bytes32(); err != nil {
+		if e.Data, err = wr.bytes32(true); err != nil {
 			return eof(err)
 		}
 		req.Entries = append(req.Entries, e)

@@ -243,9 +243,11 @@ func (g *tgroup) produce(nd *tnode, a acked, from, n int) {
 }
 
 // produceTo keeps producing through whichever node leads until n batches
-// are acknowledged (a leader change in between is retried).
+// are acknowledged (a leader change in between is retried), for at most
+// a minute.
 func (g *tgroup) produceTo(a acked, from, n int) {
 	g.t.Helper()
+	deadline := time.Now().Add(time.Minute)
 	for i := from; i < from+n; {
 		nd := g.leader()
 		b := testBatch(i, 100)
@@ -253,6 +255,9 @@ func (g *tgroup) produceTo(a acked, from, n int) {
 		off, err := nd.rep.Append(ctx, b, AcksAll)
 		cancel()
 		if err != nil {
+			if time.Now().After(deadline) {
+				g.t.Fatalf("%d of %d batches acknowledged in a minute; the last append failed: %v", i-from, n, err)
+			}
 			continue
 		}
 		a[off] = b

@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync"
@@ -21,6 +22,55 @@ func TestReplicatedAppendThreeAndFive(t *testing.T) {
 			g.checkConverged(a)
 		})
 	}
+}
+
+// A follower reads its leader's entries into chunks it reuses once the
+// append is answered (entryArena). With each released chunk overwritten,
+// anything that kept an entry past its append (a cache, the FSM, a new
+// leader's replication of what it received as a follower) would store,
+// apply or send garbage: the logs must still converge byte for byte
+// through leader changes.
+func TestFollowerEntriesOutliveNoAppend(t *testing.T) {
+	poisonReleasedChunks.Store(true)
+	t.Cleanup(func() { poisonReleasedChunks.Store(false) })
+	g := newTestGroup(t, 3)
+	a := acked{}
+	ld := g.leader()
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for w := 0; w < 4; w++ { // concurrent appends: requests of several entries
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 40; i++ {
+				b := testBatch(1000*w+i, 100+300*i)
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				off, err := ld.rep.Append(ctx, b, AcksAll)
+				cancel()
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err)
+				} else {
+					a[off] = b
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%d appends failed, first: %v", len(errs), errs[0])
+	}
+	for round := 0; round < 2; round++ {
+		ld := g.leader()
+		g.stop(ld)
+		g.produceTo(a, 5000+100*round, 30) // a former follower leads and replicates what it received
+		g.start(ld)
+	}
+	g.checkConverged(a)
 }
 
 func TestLeaderKillAndRestart(t *testing.T) {

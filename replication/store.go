@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -45,10 +46,14 @@ type logStore struct {
 	// cache holds the entries stored last, by index modulo its size: a
 	// leader's replication reads each back for every follower, a
 	// follower's FSM reads each back to apply it. It is bounded in entries
-	// and in bytes (cacheBytes ≤ entryCacheBytes): a produced entry's
-	// bytes are a slice of the Kafka request that carried it, which the
-	// cache keeps alive. A follower's entries leave it once applied.
-	cache      [entryCacheSize]*raft.Log
+	// and in bytes (cacheBytes ≤ entryCacheBytes). A leader caches its
+	// entries as they are: a produced entry's bytes are a slice of the
+	// Kafka request that carried it, which the cache keeps alive. A
+	// replica that does not lead stores entries its append stream reads
+	// into chunks it reuses once the append is answered (entryArena), so
+	// it caches copies, and of a produced batch only the header, all its
+	// FSM reads (see GetLog). A follower's entries leave it once applied.
+	cache      [entryCacheSize]*cachedEntry
 	cacheBytes int
 	cacheUsed  bool // some slot may be set
 	// applied is the FSM's last applied index (set once the FSM exists).
@@ -66,6 +71,13 @@ const (
 	entryCacheSize  = 128
 	entryCacheBytes = 8 << 20
 )
+
+// cachedEntry is an entry in the cache; headerOnly: Data is the first
+// log.BatchHeaderSize bytes of a produced batch.
+type cachedEntry struct {
+	raft.Log
+	headerOnly bool
+}
 
 type entryPos struct {
 	offset, next int64
@@ -188,11 +200,24 @@ func (s *logStore) LastIndex() (uint64, error) {
 	return s.first + uint64(len(s.ents)) - 1, nil
 }
 
+// leading reports whether the replica leads (see leader).
+func (s *logStore) leading() bool { return s.leader != nil && s.leader() }
+
 // IsMonotonic implements raft.MonotonicLogStore: indexes are dense.
 func (s *logStore) IsMonotonic() bool { return true }
 
 // GetLog implements raft.LogStore. raft.ErrLogNotFound is returned
 // unwrapped: raft compares with ==.
+//
+// On a replica that does not lead, a produced batch still in the cache
+// comes back as its header only (log.BatchHeaderSize bytes): all that
+// Raft reads of an entry there is its term (checking a leader's append)
+// and, to apply it, what the FSM reads, which of a produced batch is the
+// header (producer state, offsets). A leader, whose replication sends
+// entries on, reads every entry in full. A replication goroutine still
+// sending for a replica that just stepped down may send a header: the
+// follower refuses it as a malformed batch, as it checks every batch a
+// leader sends in full.
 func (s *logStore) GetLog(index uint64, out *raft.Log) error {
 	s.mu.RLock()
 	if len(s.ents) == 0 || index < s.first || index >= s.first+uint64(len(s.ents)) {
@@ -200,8 +225,8 @@ func (s *logStore) GetLog(index uint64, out *raft.Log) error {
 		return raft.ErrLogNotFound
 	}
 	pos := s.ents[index-s.first]
-	if c := s.cache[index%entryCacheSize]; c != nil && c.Index == index {
-		*out = *c
+	if c := s.cache[index%entryCacheSize]; c != nil && c.Index == index && (!c.headerOnly || !s.leading()) {
+		*out = c.Log
 		s.mu.RUnlock()
 		return nil
 	}
@@ -250,7 +275,7 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	// A leader's batches were checked in full by StartAppend, and since
 	// then only their offsets and epochs (outside the CRC) are rewritten;
 	// any other replica checks every batch its leader sent in full.
-	leading := s.leader != nil && s.leader()
+	leading := s.leading()
 	check := log.ValidateBatch
 	if leading {
 		check = log.CheckBatchFrame
@@ -302,7 +327,8 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	for _, b := range s.bufs {
 		s.ents = append(s.ents, entryPos{offset: log.Batch(b).BaseOffset(), next: log.Batch(b).NextOffset()})
 	}
-	s.cacheEntries(logs)
+	s.cacheEntries(logs, leading)
+	clear(s.bufs) // keeps no request (or arena chunk) alive
 	s.bufs = s.bufs[:0]
 	if durable {
 		return s.log.Flush()
@@ -313,19 +339,30 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 // cacheEntries puts the entries just stored into the cache, then drops
 // the oldest cached entries while the cache holds more than
 // entryCacheBytes (the newest entry always stays: replication reads it
-// next). Called with s.mu held.
-func (s *logStore) cacheEntries(logs []*raft.Log) {
+// next). A replica that does not lead (leading false) caches copies,
+// and of a produced batch only its header. Called with s.mu held.
+func (s *logStore) cacheEntries(logs []*raft.Log, leading bool) {
 	s.cacheUsed = true
 	for _, l := range logs {
 		slot := &s.cache[l.Index%entryCacheSize]
 		if *slot != nil {
 			s.cacheBytes -= len((*slot).Data)
 		}
-		// A copy: l may sit in a block of entries decoded together, which
-		// a pointer to it would keep alive with every entry's data.
-		c := *l
-		*slot = &c
-		s.cacheBytes += len(l.Data)
+		// A copy of the Log: l may sit in a block of entries decoded
+		// together, which a pointer to it would keep alive with every
+		// entry's data.
+		c := &cachedEntry{Log: *l}
+		if !leading {
+			// The bytes are the append stream's, reused once it answers.
+			if l.Type == raft.LogCommand && len(l.Data) >= log.BatchHeaderSize && !log.Batch(l.Data).IsControl() {
+				c.Data, c.headerOnly = bytes.Clone(l.Data[:log.BatchHeaderSize]), true
+			} else {
+				c.Data = bytes.Clone(l.Data)
+			}
+			c.Extensions = bytes.Clone(l.Extensions)
+		}
+		*slot = c
+		s.cacheBytes += len(c.Data)
 	}
 	last := logs[len(logs)-1].Index
 	for i := last - min(last, entryCacheSize-1); i < last && s.cacheBytes > entryCacheBytes; i++ {
@@ -341,7 +378,7 @@ func (s *logStore) cacheEntries(logs []*raft.Log) {
 // applied them, on a follower: nothing reads them again there (a leader
 // keeps them for followers that lag).
 func (s *logStore) releaseApplied(index uint64) {
-	if s.leader != nil && s.leader() {
+	if s.leading() {
 		return
 	}
 	s.mu.Lock()
@@ -360,7 +397,7 @@ func (s *logStore) releaseApplied(index uint64) {
 // clearCache empties the cache. Called with s.mu held.
 func (s *logStore) clearCache() {
 	if s.cacheUsed {
-		s.cache = [entryCacheSize]*raft.Log{}
+		s.cache = [entryCacheSize]*cachedEntry{}
 	}
 	s.cacheBytes, s.cacheUsed = 0, false
 }

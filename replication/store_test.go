@@ -48,6 +48,9 @@ func raftEntries(from, n int, term uint64) []*raft.Log {
 func TestLogStoreRoundTripAndReopen(t *testing.T) {
 	fs, idx := vfs.NewMem(), t.TempDir()
 	l, s := openTestStore(t, fs, idx)
+	// Stored as a leader stores (what a follower caches is
+	// TestLogStoreCacheBounded's).
+	s.leader = func() bool { return true }
 	var e raft.Log
 	if err := s.GetLog(1, &e); err != raft.ErrLogNotFound {
 		t.Fatalf("empty store: %v (must be raft.ErrLogNotFound itself)", err)
@@ -360,8 +363,11 @@ func TestControlBatchesAreKafkaControlBatches(t *testing.T) {
 }
 
 // The entry cache holds at most entryCacheBytes (always the newest
-// entry), a follower's entries only until applied, and an entry it
-// dropped is read back from the log unchanged.
+// entry), and an entry it dropped is read back from the log unchanged. A
+// replica that does not lead caches copies of what it stores (its append
+// stream reuses those buffers), of a produced batch only the header,
+// which GetLog returns while it does not lead and a leader never sees;
+// and it drops entries once applied.
 func TestLogStoreCacheBounded(t *testing.T) {
 	fs, idx := vfs.NewMem(), t.TempDir()
 	l, err := log.Open("/r/log", log.WithFS(fs), log.WithIndexDir(idx))
@@ -412,13 +418,44 @@ func TestLogStoreCacheBounded(t *testing.T) {
 			t.Fatalf("entry %d differs", want.Index)
 		}
 	}
+	s.releaseApplied(39)
+	if s.cache[39%entryCacheSize] == nil {
+		t.Fatal("a leader dropped an applied entry its followers may still need")
+	}
 	leading = false
-	if err := s.StoreLogs([]*raft.Log{{Index: 41, Term: 2, Type: raft.LogCommand, Data: testBatch(41, 100)}, {Index: 42, Term: 2, Type: raft.LogCommand, Data: testBatch(42, 100)}}); err != nil {
+	followed := []*raft.Log{{Index: 41, Term: 3, Type: raft.LogCommand, Data: testBatch(41, 100)}, {Index: 42, Term: 3, Type: raft.LogCommand, Data: testBatch(42, 100)}}
+	for _, e := range followed {
+		log.Batch(e.Data).SetLeaderEpoch(3) // as the leader of term 3 wrote it
+	}
+	if err := s.StoreLogs(followed); err != nil {
 		t.Fatal(err)
 	}
-	if c := s.cache[41%entryCacheSize]; c == nil || c.Index != 41 {
-		t.Fatal("a follower does not cache the entry it stored for its FSM")
+	want := [][]byte{bytes.Clone(followed[0].Data), bytes.Clone(followed[1].Data)} // as stored: the log set the offsets
+	for _, e := range followed {
+		if c := s.cache[e.Index%entryCacheSize]; c == nil || c.Index != e.Index || !c.headerOnly {
+			t.Fatalf("a follower did not cache the header of entry %d", e.Index)
+		}
+		for i := range e.Data {
+			e.Data[i] = 0xdb // the append stream reuses the buffer
+		}
 	}
+	for _, lead := range []bool{false, true} {
+		leading = lead
+		for i, e := range followed {
+			var got raft.Log
+			if err := s.GetLog(e.Index, &got); err != nil {
+				t.Fatal(err)
+			}
+			w := want[i]
+			if !lead {
+				w = w[:log.BatchHeaderSize]
+			}
+			if !bytes.Equal(got.Data, w) || got.Term != 3 {
+				t.Fatalf("leading %v: entry %d read back differs from what was stored (%d bytes)", lead, e.Index, len(got.Data))
+			}
+		}
+	}
+	leading = false
 	s.releaseApplied(41)
 	for i, c := range s.cache {
 		if c != nil && c.Index <= 41 {
@@ -428,13 +465,8 @@ func TestLogStoreCacheBounded(t *testing.T) {
 	if c := s.cache[42%entryCacheSize]; c == nil || c.Index != 42 {
 		t.Fatal("a follower dropped an entry not yet applied")
 	}
-	if want := len(s.cache[42%entryCacheSize].Data); s.cacheBytes != want {
-		t.Fatalf("a follower's cache counts %d bytes, holds %d", s.cacheBytes, want)
-	}
-	leading = true
-	s.releaseApplied(42)
-	if s.cache[42%entryCacheSize] == nil {
-		t.Fatal("a leader dropped an applied entry its followers may still need")
+	if s.cacheBytes != log.BatchHeaderSize {
+		t.Fatalf("a follower's cache counts %d bytes, holds %d", s.cacheBytes, log.BatchHeaderSize)
 	}
 }
 
