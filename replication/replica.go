@@ -456,13 +456,39 @@ func (r *Replica) notLeader() error {
 // committed on a quorum (raftlog does not acknowledge a write a single
 // node holds: acks=1 is served as acks=all); with acks=0 it returns once the
 // batch is handed to Raft, with offset -1. batch is rewritten in place
-// (baseOffset, partitionLeaderEpoch) and must not be reused.
+// (baseOffset, partitionLeaderEpoch) and must not be reused. When ctx ends
+// before the commit, Append returns its error; the batch may still be
+// committed (Kafka's REQUEST_TIMED_OUT), and a retry of an idempotent
+// producer's batch is then answered with its offset.
 func (r *Replica) Append(ctx context.Context, batch []byte, acks int) (int64, error) {
 	p, err := r.StartAppend(ctx, batch, acks)
 	if err != nil {
 		return -1, err
 	}
-	return p.Wait()
+	if ctx.Done() == nil {
+		return p.Wait()
+	}
+	type result struct {
+		off int64
+		err error
+	}
+	// Raft's future has no channel to select on: a goroutine waits for it.
+	done := make(chan result, 1)
+	go func() {
+		off, err := p.Wait()
+		done <- result{off, err}
+	}()
+	select {
+	case res := <-done:
+		return res.off, res.err
+	case <-ctx.Done():
+		select {
+		case res := <-done: // both at once: the outcome wins
+			return res.off, res.err
+		default:
+		}
+		return -1, fmt.Errorf("replication: waiting for the commit: %w", ctx.Err())
+	}
 }
 
 // PendingAppend is a batch StartAppend handed to Raft; Wait returns its
@@ -530,7 +556,12 @@ func (r *Replica) StartAppend(ctx context.Context, batch []byte, acks int) (*Pen
 }
 
 // Wait blocks until the batch is committed on a quorum (acks 1 and -1)
-// and returns its base offset; -1 at once for acks=0.
+// and returns its base offset; -1 at once for acks=0. For the batch's own
+// entry it waits however long the outcome takes (Raft's future cannot be
+// abandoned without a goroutine per wait, a hand-off on every produce): a
+// caller with a deadline answers on its own when it passes, as the rpc
+// server does for Produce, and still calls Wait, whose failure settles
+// the producer state of the batch.
 func (p *PendingAppend) Wait() (int64, error) {
 	r := p.r
 	if p.dup != nil {

@@ -73,6 +73,25 @@ func TestFollowerEntriesOutliveNoAppend(t *testing.T) {
 	g.checkConverged(a)
 }
 
+// Append returns when its context ends, though the commit it waits for
+// has not come (the followers are gone and the leader still holds its
+// lease, 300 ms here); the wait went on for the lease before.
+func TestAppendEndsWithItsContext(t *testing.T) {
+	g := newTestGroup(t, 3)
+	ld := g.leader()
+	g.produce(ld, acked{}, 0, 1)
+	for _, nd := range g.nodes {
+		if nd != ld {
+			g.stop(nd)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := ld.rep.Append(ctx, testBatch(1, 100), AcksAll); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("append without a quorum: %v, want the context's deadline", err)
+	}
+}
+
 func TestLeaderKillAndRestart(t *testing.T) {
 	g := newTestGroup(t, 3)
 	a := acked{}

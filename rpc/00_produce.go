@@ -67,6 +67,8 @@ func (s *Server) produce(c *call, req *kmsg.ProduceRequest) (kmsg.Response, erro
 		// PipelinedPartition and waits to be committed.
 		p    Partition
 		wait func() (int64, error)
+		// settled: the outcome of wait is in the response.
+		settled bool
 	}
 	var (
 		jobs  []*job
@@ -148,19 +150,46 @@ func (s *Server) produce(c *call, req *kmsg.ProduceRequest) (kmsg.Response, erro
 		// The connection answers this request once c.wait returns, and
 		// meanwhile serves the Produce requests behind it.
 		pipelined = true
+		var (
+			mu      sync.Mutex // resp, expired and the jobs' settled
+			expired bool
+		)
 		c.wait = func() {
 			defer cancel()
 			for _, jb := range waiting {
-				sp := jb.entries[0]
+				// Waited for even once expired: a wait that fails settles
+				// the producer state of its batch.
 				base, err := jb.wait()
-				if err != nil {
-					failed(jb, sp, err)
-					continue
+				mu.Lock()
+				if !expired {
+					sp := jb.entries[0]
+					if err != nil {
+						failed(jb, sp, err)
+					} else {
+						sp.BaseOffset = base
+						sp.LogStartOffset = jb.p.LogStartOffset()
+					}
+					jb.settled = true
 				}
-				sp.BaseOffset = base
-				sp.LogStartOffset = jb.p.LogStartOffset()
+				mu.Unlock()
 			}
 		}
+		// The request's timeout passed with commits still awaited (a
+		// quorum that stays out of reach while the leader keeps its
+		// lease): those partitions are answered REQUEST_TIMED_OUT, as
+		// Kafka answers from its purgatory. Their batches may still be
+		// committed; an idempotent producer's retry then gets its offset.
+		c.expire = func() {
+			mu.Lock()
+			defer mu.Unlock()
+			expired = true
+			for _, jb := range waiting {
+				if !jb.settled {
+					failed(jb, jb.entries[0], context.DeadlineExceeded)
+				}
+			}
+		}
+		c.deadline, _ = ctx.Deadline()
 		return resp, nil
 	}
 

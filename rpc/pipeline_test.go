@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -166,4 +167,43 @@ type panicWaitPart struct{ *memPart }
 
 func (p panicWaitPart) StartAppend(context.Context, []byte, int) (func() (int64, error), error) {
 	return func() (int64, error) { panic("boom wait") }, nil
+}
+
+// TestProduceTimesOutWaitingForCommit: a Produce whose commit does not
+// come within the request's timeout is answered REQUEST_TIMED_OUT then,
+// and the connection goes on serving; the commit that comes later
+// changes nothing in the answer already written.
+func TestProduceTimesOutWaitingForCommit(t *testing.T) {
+	b := &gateBroker{memBroker: newMemBroker(t), gate: make(chan struct{})}
+	if err := b.CreateTopic(testCtx(t), "slow", 2, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	_, addr := startServer(t, b)
+	r := dialRaw(t, addr)
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(9)
+	req.Acks, req.TimeoutMillis = -1, 100
+	var parts []kmsg.ProduceRequestTopicPartition
+	for p := int32(0); p < 2; p++ {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = p
+		rp.Records = testBatch(1, fmt.Sprintf("p%d", p), time.Now().UnixMilli())
+		parts = append(parts, rp)
+	}
+	req.Topics = []kmsg.ProduceRequestTopic{{Topic: "slow", Partitions: parts}}
+	resp := r.read(req, r.write(req), req.GetVersion()).(*kmsg.ProduceResponse)
+	for _, sp := range resp.Topics[0].Partitions {
+		if sp.ErrorCode != kerr.RequestTimedOut.Code || sp.BaseOffset != -1 {
+			t.Fatalf("partition %d: error %d offset %d, want REQUEST_TIMED_OUT", sp.Partition, sp.ErrorCode, sp.BaseOffset)
+		}
+	}
+	close(b.gate) // the commits come after the answer
+	waitFor(t, "the late commits", func() bool { return b.count("ack") == 2 })
+	req.TimeoutMillis = 10000
+	req.Topics[0].Partitions = req.Topics[0].Partitions[:1]
+	req.Topics[0].Partitions[0].Records = testBatch(1, "again", time.Now().UnixMilli())
+	resp = r.read(req, r.write(req), req.GetVersion()).(*kmsg.ProduceResponse)
+	if sp := resp.Topics[0].Partitions[0]; sp.ErrorCode != 0 || sp.BaseOffset != 1 {
+		t.Fatalf("after the timeout: error %d offset %d, want offset 1", sp.ErrorCode, sp.BaseOffset)
+	}
 }

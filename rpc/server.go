@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -258,6 +259,12 @@ type call struct {
 	// the response is encoded and written once it returns.
 	corr int32
 	wait func()
+	// expire, set with wait by a handler whose work has a deadline,
+	// settles c.resp at once (what is not done times out): the
+	// connection calls it when deadline passes before wait returns, and
+	// answers then. wait leaves c.resp alone once expire has run.
+	expire   func()
+	deadline time.Time
 }
 
 func (s *Server) serveConn(nc net.Conn) {
@@ -328,7 +335,7 @@ func (s *Server) serveConn(nc net.Conn) {
 	// when the connection must close.
 	reply := func(p *pending) bool {
 		defer func() { <-slots }()
-		if p.failed {
+		if p.failed.Load() {
 			return false
 		}
 		resp := p.resp
@@ -407,15 +414,26 @@ func (s *Server) serveConn(nc net.Conn) {
 			p := &pending{c: c, size: 4 + len(f.body), resp: resp, done: answered}
 			if c.wait != nil {
 				p.done = make(chan struct{})
+				finish := sync.OnceFunc(func() { close(p.done) })
+				var expiry *time.Timer
+				if c.expire != nil && !c.deadline.IsZero() {
+					expiry = time.AfterFunc(time.Until(c.deadline), func() {
+						c.expire()
+						finish()
+					})
+				}
 				go func() {
-					defer close(p.done)
+					defer finish()
 					defer func() {
 						if v := recover(); v != nil {
 							s.logger.Error("panic serving a request; closing the connection", "remote", remote, "panic", v)
-							p.failed = true
+							p.failed.Store(true)
 						}
 					}()
 					c.wait()
+					if expiry != nil {
+						expiry.Stop()
+					}
 				}()
 			}
 			queue = append(queue, p)
@@ -429,9 +447,9 @@ type pending struct {
 	size int    // the request's bytes, size prefix included
 	resp []byte // the encoded response of a request served at once
 	// done is closed when c.wait has returned (answered when there is
-	// no c.wait); failed says it panicked.
+	// no c.wait, or once c.expire ran); failed says c.wait panicked.
 	done   chan struct{}
-	failed bool
+	failed atomic.Bool
 }
 
 // answered is a closed channel: the done of a request served at once.
