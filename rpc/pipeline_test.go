@@ -84,15 +84,7 @@ func TestProducePipelined(t *testing.T) {
 	_, addr := startServer(t, b, WithMaxInFlight(8))
 	r := dialRaw(t, addr)
 
-	produce := func(i int) *kmsg.ProduceRequest {
-		req := kmsg.NewPtrProduceRequest()
-		req.SetVersion(9)
-		req.Acks, req.TimeoutMillis = -1, 10000
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = testBatch(1, fmt.Sprintf("p%d", i), time.Now().UnixMilli())
-		req.Topics = []kmsg.ProduceRequestTopic{{Topic: "pipe", Partitions: []kmsg.ProduceRequestTopicPartition{rp}}}
-		return req
-	}
+	produce := func(i int) *kmsg.ProduceRequest { return produceOne("pipe", 10000, fmt.Sprintf("p%d", i)) }
 	md := kmsg.NewPtrMetadataRequest()
 	md.SetVersion(12)
 	reqs := []kmsg.Request{produce(0), produce(1), produce(2), md, produce(3)}
@@ -142,12 +134,7 @@ func TestProducePipelinedPanic(t *testing.T) {
 	}
 	_, addr := startServer(t, b)
 	r := dialRaw(t, addr)
-	req := kmsg.NewPtrProduceRequest()
-	req.SetVersion(9)
-	req.Acks, req.TimeoutMillis = -1, 10000
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = testBatch(1, "x", time.Now().UnixMilli())
-	req.Topics = []kmsg.ProduceRequestTopic{{Topic: "pipe", Partitions: []kmsg.ProduceRequestTopicPartition{rp}}}
+	req := produceOne("pipe", 10000, "x")
 	r.write(req)
 	r.expectClosed()
 	expectGoodConn(t, addr)
@@ -180,17 +167,7 @@ func TestProduceTimesOutWaitingForCommit(t *testing.T) {
 	}
 	_, addr := startServer(t, b)
 	r := dialRaw(t, addr)
-	req := kmsg.NewPtrProduceRequest()
-	req.SetVersion(9)
-	req.Acks, req.TimeoutMillis = -1, 100
-	var parts []kmsg.ProduceRequestTopicPartition
-	for p := int32(0); p < 2; p++ {
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Partition = p
-		rp.Records = testBatch(1, fmt.Sprintf("p%d", p), time.Now().UnixMilli())
-		parts = append(parts, rp)
-	}
-	req.Topics = []kmsg.ProduceRequestTopic{{Topic: "slow", Partitions: parts}}
+	req := produceOne("slow", 100, "p0", "p1")
 	resp := r.read(req, r.write(req), req.GetVersion()).(*kmsg.ProduceResponse)
 	for _, sp := range resp.Topics[0].Partitions {
 		if sp.ErrorCode != kerr.RequestTimedOut.Code || sp.BaseOffset != -1 {
@@ -206,4 +183,22 @@ func TestProduceTimesOutWaitingForCommit(t *testing.T) {
 	if sp := resp.Topics[0].Partitions[0]; sp.ErrorCode != 0 || sp.BaseOffset != 1 {
 		t.Fatalf("after the timeout: error %d offset %d, want offset 1", sp.ErrorCode, sp.BaseOffset)
 	}
+}
+
+// produceOne is an acks=all Produce v9 request to topic with the timeout
+// given, carrying a batch of one record whose value is values[i] to
+// partition i.
+func produceOne(topic string, timeoutMs int32, values ...string) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(9)
+	req.Acks, req.TimeoutMillis = -1, timeoutMs
+	var parts []kmsg.ProduceRequestTopicPartition
+	for i, v := range values {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = int32(i)
+		rp.Records = testBatch(1, v, time.Now().UnixMilli())
+		parts = append(parts, rp)
+	}
+	req.Topics = []kmsg.ProduceRequestTopic{{Topic: topic, Partitions: parts}}
+	return req
 }
