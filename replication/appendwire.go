@@ -118,6 +118,16 @@ func (ww *wireWriter) writeAppendRequest(req *raft.AppendEntriesRequest) error {
 	if len(req.Leader) > math.MaxUint16 {
 		return fmt.Errorf("replication: leader address of %d bytes", len(req.Leader))
 	}
+	for _, e := range req.Entries {
+		if isHeaderOnly(e) {
+			// A replication goroutine of a replica that stepped down
+			// read a follower's cached header (logStore.GetLog). A
+			// follower would refuse it only after Raft cut its
+			// conflicting entries, which leaves Raft's idea of its last
+			// entry wrong; it is never sent.
+			return fmt.Errorf("replication: entry %d is a cached header, not the batch (the replica no longer leads)", e.Index)
+		}
+	}
 	b := append(ww.buf[:0], wireKindAppend)
 	b = binary.BigEndian.AppendUint64(b, uint64(req.ProtocolVersion))
 	b = binary.BigEndian.AppendUint64(b, req.Term)

@@ -73,11 +73,20 @@ const (
 )
 
 // cachedEntry is an entry in the cache; headerOnly: Data is the first
-// log.BatchHeaderSize bytes of a produced batch.
+// log.BatchHeaderSize bytes of a produced batch, and Extensions is
+// headerOnlyMark.
 type cachedEntry struct {
 	raft.Log
 	headerOnly bool
 }
+
+// headerOnlyMark is the Extensions of an entry GetLog returns as its
+// header only, so that the append transport refuses to send it (raftlog's
+// produced entries carry no extensions; Raft passes them through).
+var headerOnlyMark = []byte("raftlog: batch header only")
+
+// isHeaderOnly reports whether e is a cached header (headerOnlyMark).
+func isHeaderOnly(e *raft.Log) bool { return bytes.Equal(e.Extensions, headerOnlyMark) }
 
 type entryPos struct {
 	offset, next int64
@@ -213,11 +222,10 @@ func (s *logStore) IsMonotonic() bool { return true }
 // comes back as its header only (log.BatchHeaderSize bytes): all that
 // Raft reads of an entry there is its term (checking a leader's append)
 // and, to apply it, what the FSM reads, which of a produced batch is the
-// header (producer state, offsets). A leader, whose replication sends
-// entries on, reads every entry in full. A replication goroutine still
-// sending for a replica that just stepped down may send a header: the
-// follower refuses it as a malformed batch, as it checks every batch a
-// leader sends in full.
+// header (producer state, offsets); its Extensions are headerOnlyMark. A
+// leader, whose replication sends entries on, reads every entry in full.
+// A replication goroutine still running for a replica that just stepped
+// down may read a header: the append transport refuses to send it.
 func (s *logStore) GetLog(index uint64, out *raft.Log) error {
 	s.mu.RLock()
 	if len(s.ents) == 0 || index < s.first || index >= s.first+uint64(len(s.ents)) {
@@ -355,11 +363,10 @@ func (s *logStore) cacheEntries(logs []*raft.Log, leading bool) {
 		if !leading {
 			// The bytes are the append stream's, reused once it answers.
 			if l.Type == raft.LogCommand && len(l.Data) >= log.BatchHeaderSize && !log.Batch(l.Data).IsControl() {
-				c.Data, c.headerOnly = bytes.Clone(l.Data[:log.BatchHeaderSize]), true
+				c.Data, c.Extensions, c.headerOnly = bytes.Clone(l.Data[:log.BatchHeaderSize]), headerOnlyMark, true
 			} else {
-				c.Data = bytes.Clone(l.Data)
+				c.Data, c.Extensions = bytes.Clone(l.Data), bytes.Clone(l.Extensions)
 			}
-			c.Extensions = bytes.Clone(l.Extensions)
 		}
 		*slot = c
 		s.cacheBytes += len(c.Data)

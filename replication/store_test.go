@@ -1,11 +1,13 @@
 package replication
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -450,8 +452,15 @@ func TestLogStoreCacheBounded(t *testing.T) {
 			if !lead {
 				w = w[:log.BatchHeaderSize]
 			}
-			if !bytes.Equal(got.Data, w) || got.Term != 3 {
-				t.Fatalf("leading %v: entry %d read back differs from what was stored (%d bytes)", lead, e.Index, len(got.Data))
+			if !bytes.Equal(got.Data, w) || got.Term != 3 || isHeaderOnly(&got) == lead {
+				t.Fatalf("leading %v: entry %d read back differs from what was stored (%d bytes, extensions %q)", lead, e.Index, len(got.Data), got.Extensions)
+			}
+			// A header read by a replica that just stepped down is never
+			// sent to a follower.
+			ww := wireWriter{w: bufio.NewWriter(io.Discard)}
+			req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ID: []byte("a"), Addr: []byte("a")}, Term: 3, Entries: []*raft.Log{&got}}
+			if err := ww.writeAppendRequest(req); (err == nil) != lead {
+				t.Fatalf("leading %v: writing the entry read back: %v", lead, err)
 			}
 		}
 	}

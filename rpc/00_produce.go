@@ -154,24 +154,30 @@ func (s *Server) produce(c *call, req *kmsg.ProduceRequest) (kmsg.Response, erro
 			mu      sync.Mutex // resp, expired and the jobs' settled
 			expired bool
 		)
+		settle := func(jb *job, base int64, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if expired {
+				return
+			}
+			sp := jb.entries[0]
+			if err != nil {
+				failed(jb, sp, err)
+			} else {
+				sp.BaseOffset = base
+				sp.LogStartOffset = jb.p.LogStartOffset()
+			}
+			jb.settled = true
+		}
 		c.wait = func() {
 			defer cancel()
 			for _, jb := range waiting {
 				// Waited for even once expired: a wait that fails settles
-				// the producer state of its batch.
+				// the producer state of its batch. The partitions are
+				// waited for in turn, so one that stalls past the timeout
+				// takes those after it along, committed or not.
 				base, err := jb.wait()
-				mu.Lock()
-				if !expired {
-					sp := jb.entries[0]
-					if err != nil {
-						failed(jb, sp, err)
-					} else {
-						sp.BaseOffset = base
-						sp.LogStartOffset = jb.p.LogStartOffset()
-					}
-					jb.settled = true
-				}
-				mu.Unlock()
+				settle(jb, base, err)
 			}
 		}
 		// The request's timeout passed with commits still awaited (a

@@ -430,10 +430,10 @@ func (s *Server) serveConn(nc net.Conn) {
 							p.failed.Store(true)
 						}
 					}()
-					c.wait()
 					if expiry != nil {
-						expiry.Stop()
+						defer expiry.Stop()
 					}
+					c.wait()
 				}()
 			}
 			queue = append(queue, p)
