@@ -257,14 +257,13 @@ func (t *appendTransport) serve(c net.Conn) {
 		delete(t.accepted, c)
 		t.mu.Unlock()
 	}()
-	arena := new(entryArena)
-	r := wireReader{r: bufio.NewReaderSize(c, 64<<10), arena: arena}
+	r := wireReader{r: bufio.NewReaderSize(c, 64<<10), arena: new(entryArena)}
 	w := wireWriter{w: bufio.NewWriterSize(c, 4<<10)}
 	respCh := make(chan raft.RPCResponse, 1)
 	for {
 		req := new(raft.AppendEntriesRequest)
 		if err := r.readAppendRequest(req); err != nil {
-			arena.release() // Raft never saw this request
+			r.arena.release() // Raft never saw this request
 			select {
 			case <-t.shutdown:
 			default:
@@ -302,7 +301,7 @@ func (t *appendTransport) serve(c net.Conn) {
 		case <-t.shutdown:
 			return // Raft may still hold the entries: the arena's chunks are left to the collector
 		}
-		arena.release() // answered: Raft is done with the entries
+		r.arena.release() // answered: Raft is done with the entries
 		out, _ := resp.Response.(*raft.AppendEntriesResponse)
 		if out == nil && resp.Error == nil {
 			resp.Error = errors.New("replication: no append response")

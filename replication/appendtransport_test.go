@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -67,6 +68,57 @@ func sameAppendRequest(a, b *raft.AppendEntriesRequest) error {
 		}
 	}
 	return nil
+}
+
+// With an arena, a request's entries up to a chunk are read one after the
+// other into shared chunks, each capped at its length (appending to one
+// cannot reach the next), a larger one into its own buffer, and release
+// hands back exactly the chunks they were read into.
+func TestAppendWireArena(t *testing.T) {
+	poisonReleasedChunks.Store(true)
+	t.Cleanup(func() { poisonReleasedChunks.Store(false) })
+	sizes := []int{100, 300 << 10, 800 << 10, 200, arenaChunkSize + 1}
+	req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ID: []byte("a"), Addr: []byte("a")}, Term: 2}
+	for i, n := range sizes {
+		req.Entries = append(req.Entries, &raft.Log{Index: uint64(i + 1), Term: 2, Type: raft.LogCommand, Data: bytes.Repeat([]byte{byte('a' + i)}, n)})
+	}
+	var buf bytes.Buffer
+	ww := wireWriter{w: bufio.NewWriter(&buf)}
+	if err := ww.writeAppendRequest(req); err != nil {
+		t.Fatal(err)
+	}
+	wr := wireReader{r: bufio.NewReader(&buf), arena: new(entryArena)}
+	var got raft.AppendEntriesRequest
+	if err := wr.readAppendRequest(&got); err != nil {
+		t.Fatal(err)
+	}
+	if err := sameAppendRequest(req, &got); err != nil {
+		t.Fatal(err)
+	}
+	at := func(i int) uintptr { return uintptr(unsafe.Pointer(&got.Entries[i].Data[0])) }
+	for i, e := range got.Entries {
+		if cap(e.Data) != len(e.Data) {
+			t.Fatalf("entry %d: capacity %d past its %d bytes", i, cap(e.Data), len(e.Data))
+		}
+	}
+	// 100 B and 300 KiB share the first chunk; 800 KiB does not fit
+	// after them and starts the second, where 200 B follows it.
+	if at(1) != at(0)+100 || at(3) != at(2)+800<<10 || at(2) == at(1)+300<<10 {
+		t.Fatal("the entries are not laid out in the arena's chunks")
+	}
+	if n := len(wr.arena.chunks); n != 2 {
+		t.Fatalf("%d chunks held, want 2", n)
+	}
+	wr.arena.release()
+	for i, e := range got.Entries {
+		poisoned := e.Data[0] == 0xdb && e.Data[len(e.Data)-1] == 0xdb
+		if poisoned != (len(e.Data) <= arenaChunkSize) {
+			t.Fatalf("entry %d of %d bytes: handed back with the chunks %v", i, len(e.Data), poisoned)
+		}
+	}
+	if len(wr.arena.chunks) != 0 {
+		t.Fatal("chunks still held after release")
+	}
 }
 
 // Requests and responses read back as written, several on one stream, and

@@ -252,10 +252,9 @@ var arenaChunks = sync.Pool{New: func() any { return new([arenaChunkSize]byte) }
 //
 // The request's entries may be used until release, which the stream
 // calls once the Raft goroutine answered the request: by then Raft has
-// stored them (logStore.StoreLogs writes them to the log and does not keep
-// them: only a leader caches entries, and a replica answering a leader's
-// append does not lead) and decoded what it keeps of a configuration
-// entry into its own values.
+// stored them (logStore.StoreLogs writes them to the log and, on a
+// replica that does not lead, caches copies only) and decoded what it
+// keeps of a configuration entry into its own values.
 type entryArena struct {
 	chunks []*[arenaChunkSize]byte // those of the current request; the last is being filled
 	off    int                     // bytes used in the last chunk

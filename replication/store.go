@@ -53,7 +53,7 @@ type logStore struct {
 	// into chunks it reuses once the append is answered (entryArena), so
 	// it caches copies, and of a produced batch only the header, all its
 	// FSM reads (see GetLog). A follower's entries leave it once applied.
-	cache      [entryCacheSize]*cachedEntry
+	cache      [entryCacheSize]*raft.Log
 	cacheBytes int
 	cacheUsed  bool // some slot may be set
 	// applied is the FSM's last applied index (set once the FSM exists).
@@ -72,17 +72,11 @@ const (
 	entryCacheBytes = 8 << 20
 )
 
-// cachedEntry is an entry in the cache; headerOnly: Data is the first
-// log.BatchHeaderSize bytes of a produced batch, and Extensions is
-// headerOnlyMark.
-type cachedEntry struct {
-	raft.Log
-	headerOnly bool
-}
-
-// headerOnlyMark is the Extensions of an entry GetLog returns as its
-// header only, so that the append transport refuses to send it (raftlog's
-// produced entries carry no extensions; Raft passes them through).
+// headerOnlyMark is the Extensions of a cached entry whose Data is only
+// the first log.BatchHeaderSize bytes of a produced batch (a follower's,
+// see cache), so that GetLog gives it to no leader and the append
+// transport refuses to send it (raftlog's produced entries carry no
+// extensions; Raft passes them through).
 var headerOnlyMark = []byte("raftlog: batch header only")
 
 // isHeaderOnly reports whether e is a cached header (headerOnlyMark).
@@ -233,8 +227,8 @@ func (s *logStore) GetLog(index uint64, out *raft.Log) error {
 		return raft.ErrLogNotFound
 	}
 	pos := s.ents[index-s.first]
-	if c := s.cache[index%entryCacheSize]; c != nil && c.Index == index && (!c.headerOnly || !s.leading()) {
-		*out = c.Log
+	if c := s.cache[index%entryCacheSize]; c != nil && c.Index == index && (!isHeaderOnly(c) || !s.leading()) {
+		*out = *c
 		s.mu.RUnlock()
 		return nil
 	}
@@ -359,16 +353,16 @@ func (s *logStore) cacheEntries(logs []*raft.Log, leading bool) {
 		// A copy of the Log: l may sit in a block of entries decoded
 		// together, which a pointer to it would keep alive with every
 		// entry's data.
-		c := &cachedEntry{Log: *l}
+		c := *l
 		if !leading {
 			// The bytes are the append stream's, reused once it answers.
 			if l.Type == raft.LogCommand && len(l.Data) >= log.BatchHeaderSize && !log.Batch(l.Data).IsControl() {
-				c.Data, c.Extensions, c.headerOnly = bytes.Clone(l.Data[:log.BatchHeaderSize]), headerOnlyMark, true
+				c.Data, c.Extensions = bytes.Clone(l.Data[:log.BatchHeaderSize]), headerOnlyMark
 			} else {
 				c.Data, c.Extensions = bytes.Clone(l.Data), bytes.Clone(l.Extensions)
 			}
 		}
-		*slot = c
+		*slot = &c
 		s.cacheBytes += len(c.Data)
 	}
 	last := logs[len(logs)-1].Index
@@ -404,7 +398,7 @@ func (s *logStore) releaseApplied(index uint64) {
 // clearCache empties the cache. Called with s.mu held.
 func (s *logStore) clearCache() {
 	if s.cacheUsed {
-		s.cache = [entryCacheSize]*cachedEntry{}
+		s.cache = [entryCacheSize]*raft.Log{}
 	}
 	s.cacheBytes, s.cacheUsed = 0, false
 }

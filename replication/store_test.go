@@ -434,7 +434,7 @@ func TestLogStoreCacheBounded(t *testing.T) {
 	}
 	want := [][]byte{bytes.Clone(followed[0].Data), bytes.Clone(followed[1].Data)} // as stored: the log set the offsets
 	for _, e := range followed {
-		if c := s.cache[e.Index%entryCacheSize]; c == nil || c.Index != e.Index || !c.headerOnly {
+		if c := s.cache[e.Index%entryCacheSize]; c == nil || c.Index != e.Index || !isHeaderOnly(c) {
 			t.Fatalf("a follower did not cache the header of entry %d", e.Index)
 		}
 		for i := range e.Data {
