@@ -421,7 +421,9 @@ func (r *compareRun) halfLoad(ctx context.Context, targets []compareTarget, d, w
 		if err != nil {
 			return err
 		}
+		before := bench.SnapshotProcess()
 		p, err := bench.Produce(ctx, c)
+		spent := bench.SnapshotProcess().Sub(before)
 		stopProfile()
 		if err != nil {
 			return fmt.Errorf("%s: produce at half load: %w", t.name, err)
@@ -433,6 +435,7 @@ func (r *compareRun) halfLoad(ctx context.Context, targets []compareTarget, d, w
 		}
 		fmt.Fprintf(r.stderr, "%-22s %-12v at %.0f records/s, memory %s: ack latency %v\n", t.name, targetShape, c.Rate, memory, p.Latency)
 		fmt.Fprintf(r.stderr, "  worst per %v (ms): %s\n", bench.TimelineStep, bench.FormatTimeline(p.Timeline))
+		fmt.Fprintf(r.stderr, "  the process over the warm-up and the run: %v\n", spent)
 		if p.Errors > 0 {
 			r.problems = append(r.problems, fmt.Sprintf("%s %v at half load, %s: %d errors (first: %s)", t.name, targetShape, memory, p.Errors, p.FirstError))
 		}
