@@ -8,8 +8,9 @@ import (
 	"github.com/prometheus/procfs"
 )
 
-// Process is what this process spent over a stretch of time: its CPU,
-// its page faults and its garbage collector. In `bench compare` the
+// Process is what this process spent over a stretch of time (its CPU,
+// its page faults, its garbage collector) and how busy the machine was.
+// In `bench compare` the
 // client and the nodes share the process, so this is the cost of a run
 // as a whole; it shows what changes with a latency figure (more
 // collections, more faults into memory the host backs slowly).
@@ -22,6 +23,10 @@ type Process struct {
 	GCCPU       time.Duration // CPU time of the collector (marking, assists, pauses)
 	ScavengeCPU time.Duration // CPU time returning heap memory to the kernel
 	Released    uint64        // heap bytes returned to the kernel at the end
+	// Of the whole machine (/proc/stat): the time its CPUs were idle, and
+	// the time a virtual machine's CPUs wanted to run while its host ran
+	// something else (steal), summed over the CPUs.
+	Idle, Steal time.Duration
 }
 
 var processMetrics = []string{
@@ -39,6 +44,10 @@ var processMetrics = []string{
 func SnapshotProcess() Process {
 	var p Process
 	if fs, err := procfs.NewDefaultFS(); err == nil {
+		if st, err := fs.Stat(); err == nil {
+			p.Idle = time.Duration(st.CPUTotal.Idle * float64(time.Second))
+			p.Steal = time.Duration(st.CPUTotal.Steal * float64(time.Second))
+		}
 		if self, err := fs.Self(); err == nil {
 			if st, err := self.Stat(); err == nil {
 				p.CPU = time.Duration(st.CPUTime() * float64(time.Second))
@@ -94,12 +103,15 @@ func (p Process) Sub(q Process) Process {
 		GCCPU:       p.GCCPU - q.GCCPU,
 		ScavengeCPU: p.ScavengeCPU - q.ScavengeCPU,
 		Released:    p.Released,
+		Idle:        p.Idle - q.Idle,
+		Steal:       p.Steal - q.Steal,
 	}
 }
 
 // String is one line for a person.
 func (p Process) String() string {
-	return fmt.Sprintf("cpu %v, page faults %d minor %d major, %d collections (pauses ≥ %v, gc cpu %v), scavenger cpu %v, %d MiB released",
+	return fmt.Sprintf("cpu %v, page faults %d minor %d major, %d collections (pauses ≥ %v, gc cpu %v), scavenger cpu %v, %d MiB released; machine idle %v, steal %v",
 		p.CPU.Round(10*time.Millisecond), p.MinorFaults, p.MajorFaults, p.GCCycles, p.GCPause.Round(100*time.Microsecond),
-		p.GCCPU.Round(time.Millisecond), p.ScavengeCPU.Round(time.Millisecond), p.Released>>20)
+		p.GCCPU.Round(time.Millisecond), p.ScavengeCPU.Round(time.Millisecond), p.Released>>20,
+		p.Idle.Round(10*time.Millisecond), p.Steal.Round(10*time.Millisecond))
 }
