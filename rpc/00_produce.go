@@ -138,7 +138,7 @@ func (s *Server) produce(c *call, req *kmsg.ProduceRequest) (kmsg.Response, erro
 			sp.LogStartOffset = p.LogStartOffset()
 		}
 	}
-	parallel(jobs, run)
+	parallel(jobs, maxParallel, run)
 
 	var waiting []*job
 	for _, jb := range jobs {
@@ -171,14 +171,15 @@ func (s *Server) produce(c *call, req *kmsg.ProduceRequest) (kmsg.Response, erro
 		}
 		c.wait = func() {
 			defer cancel()
-			for _, jb := range waiting {
-				// Waited for even once expired: a wait that fails settles
-				// the producer state of its batch. The partitions are
-				// waited for in turn, so one that stalls past the timeout
-				// takes those after it along, committed or not.
+			// Each partition is waited for on a goroutine of its own
+			// (the first on this one), so that one stalling past the
+			// timeout does not take the others along: each is answered
+			// its own outcome. Waited for even once expired: a wait
+			// that fails settles the producer state of its batch.
+			parallel(waiting, len(waiting), func(jb *job) {
 				base, err := jb.wait()
 				settle(jb, base, err)
-			}
+			})
 		}
 		// The request's timeout passed with commits still awaited (a
 		// quorum that stays out of reach while the leader keeps its
@@ -220,38 +221,47 @@ type tp struct {
 // maxParallel bounds the goroutines one request uses.
 const maxParallel = 16
 
-// parallel runs fn on every job, up to maxParallel at a time, and returns
-// when all are done. A panic in fn is re-raised in the caller's goroutine
-// (where the connection's recover catches it).
-func parallel[T any](jobs []T, fn func(T)) {
-	if len(jobs) == 1 {
+// parallel runs fn on every job, up to limit at a time, and returns when
+// all are done; the last job runs on the caller's goroutine. A panic in
+// fn is re-raised in the caller's goroutine (where the connection's
+// recover catches it).
+func parallel[T any](jobs []T, limit int, fn func(T)) {
+	switch len(jobs) {
+	case 0:
+		return
+	case 1:
 		fn(jobs[0])
 		return
 	}
 	var (
 		wg       sync.WaitGroup
-		sem      = make(chan struct{}, maxParallel)
+		sem      = make(chan struct{}, limit)
 		panicked any
 		pmu      sync.Mutex
 	)
-	for _, j := range jobs {
+	run := func(j T) {
+		defer func() {
+			if v := recover(); v != nil {
+				pmu.Lock()
+				if panicked == nil {
+					panicked = v
+				}
+				pmu.Unlock()
+			}
+			<-sem
+			wg.Done()
+		}()
+		fn(j)
+	}
+	last := len(jobs) - 1
+	for _, j := range jobs[:last] {
 		sem <- struct{}{}
 		wg.Add(1)
-		go func() {
-			defer func() {
-				if v := recover(); v != nil {
-					pmu.Lock()
-					if panicked == nil {
-						panicked = v
-					}
-					pmu.Unlock()
-				}
-				<-sem
-				wg.Done()
-			}()
-			fn(j)
-		}()
+		go run(j)
 	}
+	sem <- struct{}{}
+	wg.Add(1)
+	run(jobs[last])
 	wg.Wait()
 	if panicked != nil {
 		panic(panicked)

@@ -18,6 +18,8 @@ import (
 type gateBroker struct {
 	*memBroker
 	gate chan struct{}
+	// ungated partitions are acknowledged at once, gate or not.
+	ungated map[int32]bool
 
 	mu     sync.Mutex
 	events []string
@@ -51,12 +53,13 @@ func (b *gateBroker) Partition(topic string, partition int32) (Partition, error)
 	if err != nil {
 		return nil, err
 	}
-	return gatePart{memPart: p, b: b}, nil
+	return gatePart{memPart: p, b: b, ungated: b.ungated[partition]}, nil
 }
 
 type gatePart struct {
 	*memPart
-	b *gateBroker
+	b       *gateBroker
+	ungated bool
 }
 
 func (p gatePart) StartAppend(ctx context.Context, batch []byte, acks int) (func() (int64, error), error) {
@@ -66,7 +69,9 @@ func (p gatePart) StartAppend(ctx context.Context, batch []byte, acks int) (func
 	}
 	p.b.event(fmt.Sprintf("start %d", off))
 	return func() (int64, error) {
-		<-p.b.gate
+		if !p.ungated {
+			<-p.b.gate
+		}
 		p.b.event(fmt.Sprintf("ack %d", off))
 		return off, nil
 	}, nil
@@ -182,6 +187,92 @@ func TestProduceTimesOutWaitingForCommit(t *testing.T) {
 	resp = r.read(req, r.write(req), req.GetVersion()).(*kmsg.ProduceResponse)
 	if sp := resp.Topics[0].Partitions[0]; sp.ErrorCode != 0 || sp.BaseOffset != 1 {
 		t.Fatalf("after the timeout: error %d offset %d, want offset 1", sp.ErrorCode, sp.BaseOffset)
+	}
+}
+
+// TestProduceTimeoutAnswersEachPartition: of a Produce's two partitions,
+// the first does not commit within the request's timeout and the second
+// commits at once; the answer, at the timeout, times the first out and
+// gives the second its offset, as Kafka answers each partition's own
+// outcome.
+func TestProduceTimeoutAnswersEachPartition(t *testing.T) {
+	b := &gateBroker{memBroker: newMemBroker(t), gate: make(chan struct{}), ungated: map[int32]bool{1: true}}
+	if err := b.CreateTopic(testCtx(t), "mixed", 2, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	_, addr := startServer(t, b)
+	r := dialRaw(t, addr)
+	req := produceOne("mixed", 200, "stalls", "commits")
+	resp := r.read(req, r.write(req), req.GetVersion()).(*kmsg.ProduceResponse)
+	parts := resp.Topics[0].Partitions
+	if sp := parts[0]; sp.ErrorCode != kerr.RequestTimedOut.Code || sp.BaseOffset != -1 {
+		t.Fatalf("partition 0: error %d offset %d, want REQUEST_TIMED_OUT", sp.ErrorCode, sp.BaseOffset)
+	}
+	if sp := parts[1]; sp.ErrorCode != 0 || sp.BaseOffset != 0 {
+		t.Fatalf("partition 1: error %d offset %d, want offset 0", sp.ErrorCode, sp.BaseOffset)
+	}
+	close(b.gate)
+}
+
+// TestTimedOutProduceHoldsItsSlot: a Produce answered REQUEST_TIMED_OUT
+// still counts against the connection's MaxInFlight until its commit
+// wait ends, so a connection whose appends keep timing out stops being
+// read instead of piling up waits: with two in flight allowed, a
+// Metadata request behind two timed-out Produce requests is served only
+// once the commit of one comes.
+func TestTimedOutProduceHoldsItsSlot(t *testing.T) {
+	b := &gateBroker{memBroker: newMemBroker(t), gate: make(chan struct{})}
+	if err := b.CreateTopic(testCtx(t), "stuck", 1, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	_, addr := startServer(t, b, WithMaxInFlight(2))
+	r := dialRaw(t, addr)
+	md := kmsg.NewPtrMetadataRequest()
+	md.SetVersion(12)
+	reqs := []kmsg.Request{produceOne("stuck", 100, "a"), produceOne("stuck", 100, "b"), md}
+	corrs := make([]int32, len(reqs))
+	for i, req := range reqs {
+		corrs[i] = r.write(req)
+	}
+	for i, req := range reqs[:2] {
+		sp := r.read(req, corrs[i], req.GetVersion()).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+		if sp.ErrorCode != kerr.RequestTimedOut.Code {
+			t.Fatalf("request %d: error %d, want REQUEST_TIMED_OUT", i, sp.ErrorCode)
+		}
+	}
+	close(b.gate)
+	r.read(md, corrs[2], md.GetVersion())
+	b.mu.Lock()
+	events := slices.Clone(b.events)
+	b.mu.Unlock()
+	// The first wait to end makes room for it.
+	mdAt := slices.Index(events, "metadata")
+	if a, b := slices.Index(events, "ack 0"), slices.Index(events, "ack 1"); (a < 0 || a > mdAt) && (b < 0 || b > mdAt) {
+		t.Fatalf("events %q: Metadata served before a timed-out append's wait ended", events)
+	}
+}
+
+// TestTimedOutProduceLetsTheNextIn: once a timed-out Produce is
+// answered, a Metadata request behind it is served at once (with room in
+// flight), though the Produce's commit wait still runs.
+func TestTimedOutProduceLetsTheNextIn(t *testing.T) {
+	b := &gateBroker{memBroker: newMemBroker(t), gate: make(chan struct{})}
+	defer close(b.gate)
+	if err := b.CreateTopic(testCtx(t), "stuck", 1, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	_, addr := startServer(t, b)
+	r := dialRaw(t, addr)
+	req := produceOne("stuck", 100, "a")
+	md := kmsg.NewPtrMetadataRequest()
+	md.SetVersion(12)
+	corr, mdCorr := r.write(req), r.write(md)
+	if sp := r.read(req, corr, req.GetVersion()).(*kmsg.ProduceResponse).Topics[0].Partitions[0]; sp.ErrorCode != kerr.RequestTimedOut.Code {
+		t.Fatalf("error %d, want REQUEST_TIMED_OUT", sp.ErrorCode)
+	}
+	r.read(md, mdCorr, md.GetVersion()) // the gate is still closed
+	if n := b.count("ack"); n != 0 {
+		t.Fatalf("%d acknowledged with the gate closed", n)
 	}
 }
 

@@ -80,13 +80,14 @@ func WithMaxInFlight(n int) Option {
 
 // Server serves the Kafka protocol against a Broker.
 //
-// Each connection has a reader goroutine that reads ahead up to
-// MaxInFlight requests and a goroutine that serves them in order and
-// writes the responses in the same order. Requests are served one at a
-// time, each answered before the next is served (as Kafka does per
-// connection; a long-poll Fetch therefore delays the requests behind it
-// on the same connection only), with one exception: Produce requests are
-// pipelined. A Produce request's appends are started in order, and while
+// Each connection has a goroutine that reads its requests, up to
+// MaxInFlight ahead of their answers, and serves them in order; the
+// responses are written in the same order, each by the goroutine that
+// finishes it or the one before it (see serveConn). Requests are served
+// one at a time, each answered before the next is served (as Kafka does
+// per connection; a long-poll Fetch therefore delays the requests behind
+// it on the same connection only), with one exception: Produce requests
+// are pipelined. A Produce request's appends are started in order, and while
 // they commit the next Produce requests are started too, so a producer's
 // in-flight requests share Raft's replication rounds; any other request
 // waits until every request before it is answered. Connections are
@@ -267,6 +268,15 @@ type call struct {
 	deadline time.Time
 }
 
+// serveConn serves one connection. This goroutine reads the requests and
+// serves them in order, a Produce request at once (its appends started
+// in the order they came), anything else on a goroutine of its own so
+// that this one reads on and sees the client leave. The responses are
+// written in the same order by whichever goroutine finishes the oldest
+// request not yet answered (conn.finish): the reader for a request served
+// at once, the goroutine that waited for a Produce's commit otherwise.
+// So a produce crosses no goroutine of the connection's on its way in or
+// out beyond the one waiting for its commit.
 func (s *Server) serveConn(nc net.Conn) {
 	remote := nc.RemoteAddr().String()
 	host := remote
@@ -274,195 +284,313 @@ func (s *Server) serveConn(nc net.Conn) {
 		host = "/" + ta.IP.String()
 	}
 	poll, cancelPoll := context.WithCancel(s.ctx)
-	var (
-		frames     = make(chan frame, s.maxInFlight)
-		slots      = make(chan struct{}, s.maxInFlight)
-		done       = make(chan struct{})
-		readerDone = make(chan struct{})
-	)
+	cn := &conn{s: s, nc: nc, remote: remote}
+	cn.cond = sync.NewCond(&cn.mu)
+	// A server closing closes the connection: what is still awaited is
+	// not answered.
+	stopOnClose := context.AfterFunc(s.ctx, cn.fail)
 	defer func() {
 		if v := recover(); v != nil {
 			s.logger.Error("panic serving a connection; closing it", "remote", remote, "panic", v)
+			cn.fail()
 		}
+		cancelPoll() // the client is gone (or sent garbage): end its long polls
+		cn.waitEmpty()
+		stopOnClose()
 		nc.Close()
-		close(done)
-		cancelPoll()
-		<-readerDone
 		s.mu.Lock()
 		delete(s.conns, nc)
 		s.mu.Unlock()
 		s.wg.Done()
 	}()
 
-	go func() {
-		defer close(readerDone)
-		defer close(frames)
-		defer cancelPoll() // the client is gone (or sent garbage): end its long polls
-		defer func() {
-			if v := recover(); v != nil {
-				s.logger.Error("panic reading a connection; closing it", "remote", remote, "panic", v)
-				nc.Close()
-			}
-		}()
-		br := bufio.NewReaderSize(nc, 64<<10)
-		for {
-			select {
-			case slots <- struct{}{}:
-			case <-done:
-				return
-			}
-			body, err := readFrame(br, s.maxRequestBytes)
-			if err != nil {
-				switch {
-				case errors.Is(err, errFrameSize):
-					s.logger.Info("closing connection", "remote", remote, "error", err)
-				case !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed):
-					s.logger.Debug("closing connection", "remote", remote, "error", err)
-				}
-				// The requests already read are still answered; the
-				// serving goroutine then closes the connection.
-				return
-			}
-			frames <- frame{body: body, at: time.Now()} // never blocks: slots bound it
-		}
-	}()
-
-	var (
-		out   []byte     // the last response's buffer, reused
-		queue []*pending // requests read and not answered yet, in order
-	)
-	// reply writes p's response (if any) and releases its slot; false
-	// when the connection must close.
-	reply := func(p *pending) bool {
-		defer func() { <-slots }()
-		if p.failed.Load() {
-			return false
-		}
-		resp := p.resp
-		if p.c.wait != nil && p.c.resp != nil {
-			resp = appendResponse(out[:0], p.c.corr, p.c.resp)
-		}
-		var werr error
-		if resp != nil {
-			_, werr = nc.Write(resp)
-		}
-		if s.observer != nil && p.c.served {
-			s.observe(p.c, p.size, len(resp))
-		}
-		if werr != nil {
-			s.logger.Debug("write failed; closing connection", "remote", remote, "error", werr)
-			return false
-		}
-		if resp != nil {
-			out = resp
-			if cap(out) > 1<<20 {
-				out = nil // do not pin a large fetch response's buffer
-			}
-		}
-		return true
-	}
-	// drain answers every queued request, waiting for each.
-	drain := func() bool {
-		for len(queue) > 0 {
-			p := queue[0]
-			queue = queue[1:]
-			<-p.done
-			if !reply(p) {
-				return false
-			}
-		}
-		return true
-	}
-
+	br := bufio.NewReaderSize(nc, 64<<10)
 	for {
-		var head <-chan struct{}
-		if len(queue) > 0 {
-			head = queue[0].done
+		if !cn.waitRoom(s.maxInFlight) {
+			return
 		}
-		select {
-		case <-head:
-			p := queue[0]
-			queue = queue[1:]
-			if !reply(p) {
-				return
+		body, err := readFrame(br, s.maxRequestBytes)
+		if err != nil {
+			switch {
+			case errors.Is(err, errFrameSize):
+				s.logger.Info("closing connection", "remote", remote, "error", err)
+			case !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed):
+				s.logger.Debug("closing connection", "remote", remote, "error", err)
 			}
-			continue
-		case f, ok := <-frames:
-			if !ok {
-				drain()
-				return
-			}
-			if len(queue) > 0 && !isProduce(f.body) {
-				// Only Produce requests overlap; anything else is served
-				// after every request before it is answered, as Kafka
-				// serves a connection.
-				if !drain() {
-					return
-				}
-			}
-			c := &call{ctx: s.ctx, poll: poll, host: host, start: f.at}
-			dst := out[:0]
-			if len(queue) > 0 {
-				dst = nil // out may still be waiting to be written
-			}
-			resp, err := s.handle(c, f.body, dst)
+			// The requests already read are still answered (deferred
+			// waitEmpty); then the connection closes.
+			return
+		}
+		c := &call{ctx: s.ctx, poll: poll, host: host, start: time.Now()}
+		p := &pending{c: c, size: 4 + len(body), exclusive: !isProduce(body)}
+		// Only Produce requests overlap; anything else is served after
+		// every request before it is answered, and everything after it
+		// waits for its answer, as Kafka serves a connection.
+		dst, ok := cn.turn(p.exclusive)
+		if !ok {
+			return
+		}
+		if !p.exclusive {
+			resp, err := s.handle(c, body, dst)
 			if err != nil {
 				s.logger.Info("closing connection", "remote", remote, "client_id", c.clientID, "error", err)
-				drain()
 				return
 			}
-			p := &pending{c: c, size: 4 + len(f.body), resp: resp, done: answered}
-			if c.wait != nil {
-				p.done = make(chan struct{})
-				finish := sync.OnceFunc(func() { close(p.done) })
-				var expiry *time.Timer
-				if c.expire != nil && !c.deadline.IsZero() {
-					expiry = time.AfterFunc(time.Until(c.deadline), func() {
-						c.expire()
-						finish()
-					})
-				}
-				go func() {
-					defer finish()
-					defer func() {
-						if v := recover(); v != nil {
-							s.logger.Error("panic serving a request; closing the connection", "remote", remote, "panic", v)
-							p.failed.Store(true)
-						}
-					}()
-					if expiry != nil {
-						defer expiry.Stop()
-					}
-					c.wait()
-				}()
-			}
-			queue = append(queue, p)
+			cn.enqueue(p)
+			cn.settle(p, resp, dst)
+			continue
 		}
+		cn.enqueue(p)
+		go func() {
+			defer func() {
+				if v := recover(); v != nil {
+					s.logger.Error("panic serving a request; closing the connection", "remote", remote, "panic", v)
+					p.failed.Store(true)
+					cn.finish(p)
+				}
+			}()
+			resp, err := s.handle(c, body, dst)
+			if err != nil {
+				s.logger.Info("closing connection", "remote", remote, "client_id", c.clientID, "error", err)
+				p.failed.Store(true)
+				cn.finish(p)
+				return
+			}
+			cn.settle(p, resp, dst)
+		}()
 	}
+}
+
+// conn is a connection's queue of requests read and not answered yet.
+type conn struct {
+	s      *Server
+	nc     net.Conn
+	remote string
+
+	mu   sync.Mutex
+	cond *sync.Cond // broadcast when the queue or inflight shrinks and when dead is set
+	// queue holds the requests read and not answered yet, in order.
+	queue []*pending
+	// inflight counts the requests read whose work is not over: those
+	// queued, and those answered at their deadline whose wait still
+	// runs (a Produce whose commit had not come). MaxInFlight bounds it,
+	// so a connection whose appends keep timing out stops being read
+	// rather than pile up waits and their request buffers.
+	inflight int
+	// spare is the last response's buffer, reused for the next; nil
+	// while a request being served holds it.
+	spare []byte
+	// dead: a write failed, a request failed or the server closed; the
+	// connection is closed and nothing more is written.
+	dead bool
 }
 
 // pending is a request read from a connection and not answered yet.
 type pending struct {
 	c    *call
 	size int    // the request's bytes, size prefix included
-	resp []byte // the encoded response of a request served at once
-	// done is closed when c.wait has returned (answered when there is
-	// no c.wait, or once c.expire ran); failed says c.wait panicked.
-	done   chan struct{}
+	resp []byte // the encoded response of a request answered at once
+	// exclusive: not a Produce request; served alone.
+	exclusive bool
+	// ready: c.wait has returned or c.expire has run (at once when there
+	// is no c.wait); answered: written (or dropped); waited: no c.wait
+	// runs any more. Under conn.mu.
+	ready, answered bool
+	waited          bool
+	// failed: serving the request panicked or failed; the connection
+	// closes when it reaches the head of the queue.
 	failed atomic.Bool
 }
 
-// answered is a closed channel: the done of a request served at once.
-var answered = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+// waitRoom waits until fewer than max requests are in flight; false when
+// the connection is dead.
+func (cn *conn) waitRoom(max int) bool {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	for !cn.dead && cn.inflight >= max {
+		cn.cond.Wait()
+	}
+	return !cn.dead
+}
+
+// turn waits until a request may be served: a Produce request once no
+// request other than Produce is queued, any other (exclusive) once the
+// queue is empty. It returns the spare response buffer when the queue is
+// empty (nothing is being written then), and false when the connection
+// is dead.
+func (cn *conn) turn(exclusive bool) ([]byte, bool) {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	for !cn.dead && len(cn.queue) > 0 && (exclusive || cn.queue[0].exclusive) {
+		cn.cond.Wait()
+	}
+	if cn.dead {
+		return nil, false
+	}
+	var dst []byte
+	if len(cn.queue) == 0 {
+		dst, cn.spare = cn.spare, nil
+	}
+	return dst[:0:cap(dst)], true
+}
+
+func (cn *conn) enqueue(p *pending) {
+	cn.mu.Lock()
+	p.waited = true // until settle starts a wait
+	cn.queue = append(cn.queue, p)
+	cn.inflight++
+	cn.mu.Unlock()
+}
+
+// done counts p out of the requests in flight once it is both answered
+// and waited for. Under cn.mu.
+func (cn *conn) done(p *pending) {
+	if p.answered && p.waited {
+		cn.inflight--
+		cn.cond.Broadcast()
+	}
+}
+
+// settle follows up a served request p (queued) whose response handle
+// returned: answered now, or once its c.wait returns or its deadline
+// passes. dst is the buffer handle was given, kept for the next
+// response when resp does not use it.
+func (cn *conn) settle(p *pending, resp, dst []byte) {
+	c := p.c
+	if c.wait == nil {
+		p.resp = resp
+		if resp == nil {
+			cn.putSpare(dst)
+		}
+		cn.finish(p)
+		return
+	}
+	cn.putSpare(dst)
+	cn.mu.Lock()
+	p.waited = false
+	cn.mu.Unlock()
+	var expiry *time.Timer
+	if c.expire != nil && !c.deadline.IsZero() {
+		expiry = time.AfterFunc(time.Until(c.deadline), func() {
+			c.expire()
+			cn.finish(p)
+		})
+	}
+	go func() {
+		defer func() {
+			cn.finish(p)
+			cn.mu.Lock()
+			p.waited = true
+			cn.done(p)
+			cn.mu.Unlock()
+		}()
+		defer func() {
+			if v := recover(); v != nil {
+				cn.s.logger.Error("panic serving a request; closing the connection", "remote", cn.remote, "panic", v)
+				p.failed.Store(true)
+			}
+		}()
+		if expiry != nil {
+			defer expiry.Stop()
+		}
+		c.wait()
+	}()
+}
+
+func (cn *conn) putSpare(b []byte) {
+	if b == nil {
+		return
+	}
+	cn.mu.Lock()
+	if cn.spare == nil {
+		cn.spare = b
+	}
+	cn.mu.Unlock()
+}
+
+// finish marks p ready (once; later calls do nothing) and writes the
+// responses at the head of the queue that are ready, in order.
+func (cn *conn) finish(p *pending) {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if p.ready {
+		return
+	}
+	p.ready = true
+	popped := false
+	for !cn.dead && len(cn.queue) > 0 && cn.queue[0].ready {
+		head := cn.queue[0]
+		cn.queue[0] = nil
+		cn.queue = cn.queue[1:]
+		popped = true
+		if !cn.reply(head) {
+			cn.failLocked()
+		}
+		head.answered = true
+		cn.done(head)
+	}
+	if popped {
+		cn.cond.Broadcast()
+	}
+}
+
+// reply writes p's response (if any); false when the connection must
+// close. Under cn.mu.
+func (cn *conn) reply(p *pending) bool {
+	if p.failed.Load() {
+		return false
+	}
+	resp := p.resp
+	if p.c.wait != nil && p.c.resp != nil {
+		buf := cn.spare
+		cn.spare = nil
+		resp = appendResponse(buf[:0], p.c.corr, p.c.resp)
+	}
+	var werr error
+	if resp != nil {
+		_, werr = cn.nc.Write(resp)
+	}
+	if cn.s.observer != nil && p.c.served {
+		cn.s.observe(p.c, p.size, len(resp))
+	}
+	if werr != nil {
+		cn.s.logger.Debug("write failed; closing connection", "remote", cn.remote, "error", werr)
+		return false
+	}
+	if resp != nil && cap(resp) <= 1<<20 { // a large fetch response's buffer is not pinned
+		cn.spare = resp[:0]
+	}
+	return true
+}
+
+// fail closes the connection; nothing more is written.
+func (cn *conn) fail() {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	cn.failLocked()
+}
+
+func (cn *conn) failLocked() {
+	if !cn.dead {
+		cn.dead = true
+		cn.nc.Close()
+	}
+	cn.cond.Broadcast()
+}
+
+// waitEmpty waits until every queued request is answered or the
+// connection is dead.
+func (cn *conn) waitEmpty() {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	for !cn.dead && len(cn.queue) > 0 {
+		cn.cond.Wait()
+	}
+}
 
 // isProduce reports whether the request frame body is a Produce request.
 func isProduce(body []byte) bool {
 	return len(body) >= 2 && binary.BigEndian.Uint16(body) == 0
-}
-
-type frame struct {
-	body []byte
-	at   time.Time
 }
 
 var errFrameSize = errors.New("request size out of range")

@@ -535,9 +535,10 @@ func TestFetchWaitEndsAtDeadline(t *testing.T) {
 	}
 }
 
-// TestCloseEndsLongPoll: Close returns while a fetch waits, and the
-// connection is closed.
-func TestCloseEndsLongPoll(t *testing.T) {
+// startIdlePoll starts a server and a connection to it that waits in a
+// fetch of an idle partition for a minute.
+func startIdlePoll(t *testing.T) (*Server, *rawConn) {
+	t.Helper()
 	b := newMemBroker(t)
 	if err := b.CreateTopic(testCtx(t), "idle", 1, 1, nil, false); err != nil {
 		t.Fatal(err)
@@ -553,6 +554,13 @@ func TestCloseEndsLongPoll(t *testing.T) {
 		defer s.mu.Unlock()
 		return len(s.conns) == 1
 	})
+	return s, r
+}
+
+// TestCloseEndsLongPoll: Close returns while a fetch waits, and the
+// connection is closed.
+func TestCloseEndsLongPoll(t *testing.T) {
+	s, r := startIdlePoll(t)
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
 	select {
@@ -564,6 +572,21 @@ func TestCloseEndsLongPoll(t *testing.T) {
 		t.Fatal("Close blocked on a long poll")
 	}
 	r.expectClosed()
+}
+
+// TestClientLeavingEndsLongPoll: a fetch waits for a minute on an idle
+// partition; its client goes away, and the server ends the wait and the
+// connection long before the minute is out (a Produce would have been
+// served by the connection's reader; a fetch is served beside it, so the
+// reader sees the client leave).
+func TestClientLeavingEndsLongPoll(t *testing.T) {
+	s, r := startIdlePoll(t)
+	r.nc.Close()
+	waitFor(t, "the connection to go", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.conns) == 0
+	})
 }
 
 // TestFetchSessions: kgo-style session requests are answered sessionless.
