@@ -23,10 +23,12 @@ type Process struct {
 	GCCPU       time.Duration // CPU time of the collector (marking, assists, pauses)
 	ScavengeCPU time.Duration // CPU time returning heap memory to the kernel
 	Released    uint64        // heap bytes returned to the kernel at the end
-	// Of the whole machine (/proc/stat): the time its CPUs were idle, and
-	// the time a virtual machine's CPUs wanted to run while its host ran
-	// something else (steal), summed over the CPUs.
-	Idle, Steal time.Duration
+	// Of the whole machine (/proc/stat), summed over its CPUs: the time
+	// they ran anything (this process included), were idle, and, on a
+	// virtual machine, wanted to run while the host ran something else
+	// (steal). Busy less CPU is what else ran: a latency spike with much
+	// of it is the machine's, not the process's.
+	Busy, Idle, Steal time.Duration
 }
 
 var processMetrics = []string{
@@ -45,7 +47,9 @@ func SnapshotProcess() Process {
 	var p Process
 	if fs, err := procfs.NewDefaultFS(); err == nil {
 		if st, err := fs.Stat(); err == nil {
-			p.Idle = time.Duration(st.CPUTotal.Idle * float64(time.Second))
+			c := st.CPUTotal
+			p.Busy = time.Duration((c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ) * float64(time.Second))
+			p.Idle = time.Duration(c.Idle * float64(time.Second))
 			p.Steal = time.Duration(st.CPUTotal.Steal * float64(time.Second))
 		}
 		if self, err := fs.Self(); err == nil {
@@ -103,6 +107,7 @@ func (p Process) Sub(q Process) Process {
 		GCCPU:       p.GCCPU - q.GCCPU,
 		ScavengeCPU: p.ScavengeCPU - q.ScavengeCPU,
 		Released:    p.Released,
+		Busy:        p.Busy - q.Busy,
 		Idle:        p.Idle - q.Idle,
 		Steal:       p.Steal - q.Steal,
 	}
@@ -110,8 +115,8 @@ func (p Process) Sub(q Process) Process {
 
 // String is one line for a person.
 func (p Process) String() string {
-	return fmt.Sprintf("cpu %v, page faults %d minor %d major, %d collections (pauses ≥ %v, gc cpu %v), scavenger cpu %v, %d MiB released; machine idle %v, steal %v",
+	return fmt.Sprintf("cpu %v, page faults %d minor %d major, %d collections (pauses ≥ %v, gc cpu %v), scavenger cpu %v, %d MiB released; the rest of the machine: cpu %v, idle %v, steal %v",
 		p.CPU.Round(10*time.Millisecond), p.MinorFaults, p.MajorFaults, p.GCCycles, p.GCPause.Round(100*time.Microsecond),
 		p.GCCPU.Round(time.Millisecond), p.ScavengeCPU.Round(time.Millisecond), p.Released>>20,
-		p.Idle.Round(10*time.Millisecond), p.Steal.Round(10*time.Millisecond))
+		max(p.Busy-p.CPU, 0).Round(10*time.Millisecond), p.Idle.Round(10*time.Millisecond), p.Steal.Round(10*time.Millisecond))
 }
