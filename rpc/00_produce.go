@@ -172,7 +172,7 @@ func (s *Server) produce(c *call, req *kmsg.ProduceRequest) (kmsg.Response, erro
 		c.wait = func() {
 			defer cancel()
 			// Each partition is waited for on a goroutine of its own
-			// (the first on this one), so that one stalling past the
+			// (the last on this one), so that one stalling past the
 			// timeout does not take the others along: each is answered
 			// its own outcome. Waited for even once expired: a wait
 			// that fails settles the producer state of its batch.

@@ -8,11 +8,12 @@ import (
 
 // Observer is told of each request the server serves (see WithObserver).
 //
-// ObserveRequest is called once per request, on the goroutine that serves
-// the connection, after the response is written (or was due and could not
-// be): it must be quick and must not block, since the next request of the
-// connection waits for it, and it must not keep o's Request or Response
-// past the call. Requests that close the connection instead of being
+// ObserveRequest is called once per request, after the response is
+// written (or was due and could not be), one call at a time per
+// connection under its lock, from whichever goroutine wrote the answer:
+// it must be quick and must not block, since the connection's next
+// answers (and the reading of its requests) wait for it, and it must not
+// keep o's Request or Response past the call. Requests that close the connection instead of being
 // answered (one that does not decode, an unknown API key, an unsupported
 // version of anything but ApiVersions, a failed acks=0 Produce) are not
 // observed.

@@ -232,3 +232,28 @@ func TestObserveAllocs(t *testing.T) {
 		t.Fatalf("%d requests, %d errors observed", co.requests, co.errors)
 	}
 }
+
+// panicObserver panics when it observes a Produce request.
+type panicObserver struct{}
+
+func (panicObserver) ObserveRequest(o Observation) {
+	if o.Key == 0 {
+		panic("observer boom")
+	}
+}
+
+// TestObserverPanicClosesConnection: a panic while answering (here the
+// observer's, on the goroutine that waited for the commit) closes the
+// connection, not the node.
+func TestObserverPanicClosesConnection(t *testing.T) {
+	b := &gateBroker{memBroker: newMemBroker(t), gate: make(chan struct{})}
+	close(b.gate)
+	if err := b.CreateTopic(testCtx(t), "obs", 1, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	_, addr := startServer(t, b, WithObserver(panicObserver{}))
+	r := dialRaw(t, addr)
+	r.write(produceOne("obs", 10000, "x"))
+	r.expectClosed()
+	expectGoodConn(t, addr)
+}

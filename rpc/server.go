@@ -24,8 +24,9 @@ const (
 	DefaultMaxRequestBytes = 100 << 20
 	// DefaultMaxConnections bounds the open client connections.
 	DefaultMaxConnections = 10000
-	// DefaultMaxInFlight bounds the requests read from one connection and
-	// not yet answered.
+	// DefaultMaxInFlight bounds the requests read from one connection
+	// whose work is not over: not answered yet, or answered at their
+	// deadline while their append's outcome is still awaited.
 	DefaultMaxInFlight = 32
 )
 
@@ -68,8 +69,10 @@ func WithMaxConnections(n int) Option {
 }
 
 // WithMaxInFlight bounds the requests of one connection that were read and
-// are not answered yet; the server stops reading the connection while it
-// is reached. n <= 0 keeps the default (32).
+// whose work is not over (not answered yet, or answered REQUEST_TIMED_OUT
+// while their append's outcome is still awaited); the server stops
+// reading the connection while it is reached. n <= 0 keeps the default
+// (32).
 func WithMaxInFlight(n int) Option {
 	return func(s *Server) {
 		if n > 0 {
@@ -81,9 +84,9 @@ func WithMaxInFlight(n int) Option {
 // Server serves the Kafka protocol against a Broker.
 //
 // Each connection has a goroutine that reads its requests, up to
-// MaxInFlight ahead of their answers, and serves them in order; the
-// responses are written in the same order, each by the goroutine that
-// finishes it or the one before it (see serveConn). Requests are served
+// MaxInFlight in flight, and serves them in order; the responses are
+// written in the same order, each by the goroutine that finishes it or
+// one before it (see serveConn). Requests are served
 // one at a time, each answered before the next is served (as Kafka does
 // per connection; a long-poll Fetch therefore delays the requests behind
 // it on the same connection only), with one exception: Produce requests
@@ -271,12 +274,16 @@ type call struct {
 // serveConn serves one connection. This goroutine reads the requests and
 // serves them in order, a Produce request at once (its appends started
 // in the order they came), anything else on a goroutine of its own so
-// that this one reads on and sees the client leave. The responses are
-// written in the same order by whichever goroutine finishes the oldest
-// request not yet answered (conn.finish): the reader for a request served
-// at once, the goroutine that waited for a Produce's commit otherwise.
-// So a produce crosses no goroutine of the connection's on its way in or
-// out beyond the one waiting for its commit.
+// that this one reads on and sees the client leave (unless the client
+// sends another request behind it: that one waits its turn unread
+// further, and a long poll then ends at its own deadline). The responses
+// are written in the same order by whichever goroutine finishes the
+// oldest request not yet answered (conn.finish): the reader for a
+// request served at once, the goroutine that served a request that is
+// not a Produce, the one that waited for a Produce's commit, or the
+// timer of its deadline. So a produce crosses no goroutine of the
+// connection's on its way in or out beyond the one waiting for its
+// commit.
 func (s *Server) serveConn(nc net.Conn) {
 	remote := nc.RemoteAddr().String()
 	host := remote
@@ -296,6 +303,7 @@ func (s *Server) serveConn(nc net.Conn) {
 		}
 		cancelPoll() // the client is gone (or sent garbage): end its long polls
 		cn.waitEmpty()
+		cn.serving.Wait() // a request served beside the reader ends with poll or the server
 		stopOnClose()
 		nc.Close()
 		s.mu.Lock()
@@ -341,7 +349,9 @@ func (s *Server) serveConn(nc net.Conn) {
 			continue
 		}
 		cn.enqueue(p)
+		cn.serving.Add(1)
 		go func() {
+			defer cn.serving.Done()
 			defer func() {
 				if v := recover(); v != nil {
 					s.logger.Error("panic serving a request; closing the connection", "remote", remote, "panic", v)
@@ -366,6 +376,11 @@ type conn struct {
 	s      *Server
 	nc     net.Conn
 	remote string
+
+	// serving counts the goroutines serving a request that is not a
+	// Produce; the connection's goroutine waits for them before it ends,
+	// so Server.Close returns once no handler runs.
+	serving sync.WaitGroup
 
 	mu   sync.Mutex
 	cond *sync.Cond // broadcast when the queue or inflight shrinks and when dead is set
@@ -398,7 +413,8 @@ type pending struct {
 	ready, answered bool
 	waited          bool
 	// failed: serving the request panicked or failed; the connection
-	// closes when it reaches the head of the queue.
+	// closes when it reaches the head of the queue (at once when a wait
+	// panics after its answer was written).
 	failed atomic.Bool
 }
 
@@ -472,29 +488,36 @@ func (cn *conn) settle(p *pending, resp, dst []byte) {
 	var expiry *time.Timer
 	if c.expire != nil && !c.deadline.IsZero() {
 		expiry = time.AfterFunc(time.Until(c.deadline), func() {
-			c.expire()
+			cn.protect(p, c.expire)
 			cn.finish(p)
 		})
 	}
 	go func() {
-		defer func() {
-			cn.finish(p)
-			cn.mu.Lock()
-			p.waited = true
-			cn.done(p)
-			cn.mu.Unlock()
-		}()
-		defer func() {
-			if v := recover(); v != nil {
-				cn.s.logger.Error("panic serving a request; closing the connection", "remote", cn.remote, "panic", v)
-				p.failed.Store(true)
-			}
-		}()
+		cn.protect(p, c.wait)
 		if expiry != nil {
-			defer expiry.Stop()
+			expiry.Stop()
 		}
-		c.wait()
+		cn.finish(p)
+		cn.mu.Lock()
+		defer cn.mu.Unlock()
+		p.waited = true
+		if p.failed.Load() && p.answered {
+			cn.failLocked() // the wait panicked after the deadline's answer
+		}
+		cn.done(p)
 	}()
+}
+
+// protect runs fn, part of serving p; a panic in it fails p (and so the
+// connection) instead of the process.
+func (cn *conn) protect(p *pending, fn func()) {
+	defer func() {
+		if v := recover(); v != nil {
+			cn.s.logger.Error("panic serving a request; closing the connection", "remote", cn.remote, "panic", v)
+			p.failed.Store(true)
+		}
+	}()
+	fn()
 }
 
 func (cn *conn) putSpare(b []byte) {
@@ -523,7 +546,7 @@ func (cn *conn) finish(p *pending) {
 		cn.queue[0] = nil
 		cn.queue = cn.queue[1:]
 		popped = true
-		if !cn.reply(head) {
+		if !cn.replySafely(head) {
 			cn.failLocked()
 		}
 		head.answered = true
@@ -532,6 +555,18 @@ func (cn *conn) finish(p *pending) {
 	if popped {
 		cn.cond.Broadcast()
 	}
+}
+
+// replySafely is reply, false when it panics (an encoding or the
+// observer): the connection closes, the process goes on.
+func (cn *conn) replySafely(p *pending) (ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			cn.s.logger.Error("panic answering a request; closing the connection", "remote", cn.remote, "panic", v)
+			ok = false
+		}
+	}()
+	return cn.reply(p)
 }
 
 // reply writes p's response (if any); false when the connection must
