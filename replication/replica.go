@@ -709,37 +709,80 @@ func (r *Replica) DeleteRecords(ctx context.Context, offset int64) (int64, error
 
 // EndOffsetForEpoch answers OffsetForLeaderEpoch: the end offset of the
 // largest leader epoch at most epoch, and that epoch; (-1, -1) when the
-// log has nothing of such an epoch. Epochs are Raft terms; the scan walks
-// batch headers from the log start.
+// log has nothing of such an epoch. Epochs are Raft terms, so they never
+// fall along the log: a binary search over the offsets below the high
+// watermark finds the first batch of a later epoch, each step reading one
+// batch header through the offset index (a few dozen reads however long
+// the log).
 func (r *Replica) EndOffsetForEpoch(epoch int32) (int64, int32, error) {
-	best := int32(-1)
-	end := int64(-1)
-	hw := r.fsm.HighWatermark()
-	err := r.log.WalkBatches(r.log.StartOffset(), func(h log.Batch) bool {
-		if h.BaseOffset() >= hw {
-			return false
-		}
-		e := h.LeaderEpoch()
-		if e > epoch {
-			if best >= 0 {
-				end = h.BaseOffset()
-			}
-			return false
-		}
-		best = e
-		end = h.NextOffset()
-		return true
-	})
+	start, hw := r.log.StartOffset(), r.fsm.HighWatermark()
+	if start >= hw {
+		return -1, -1, nil
+	}
+	first, err := r.batchAt(start)
 	if err != nil {
 		return -1, -1, err
 	}
-	if best < 0 {
+	if first.epoch > epoch {
 		return -1, -1, nil
+	}
+	var best int32
+	end := hw
+	if last, err := r.batchAt(hw - 1); err != nil {
+		return -1, -1, err
+	} else if last.epoch <= epoch {
+		best, end = last.epoch, last.next
+	} else {
+		// lo is in a batch of an epoch at most epoch, hi is the first
+		// offset of a batch of a later one; the first such batch is
+		// found when they meet.
+		lo, hi := first.next-1, last.base
+		for hi-lo > 1 {
+			mid := lo + (hi-lo)/2
+			b, err := r.batchAt(mid)
+			if err != nil {
+				return -1, -1, err
+			}
+			if b.base > mid || b.next <= mid {
+				// Offsets are contiguous; a gap would stall the search.
+				return -1, -1, fmt.Errorf("replication: the batch read for offset %d holds [%d, %d)", mid, b.base, b.next)
+			}
+			if b.epoch > epoch {
+				hi = b.base
+			} else {
+				lo = b.next - 1
+			}
+		}
+		b, err := r.batchAt(lo)
+		if err != nil {
+			return -1, -1, err
+		}
+		best, end = b.epoch, hi
 	}
 	if best == int32(r.Term()) || end > hw {
 		end = hw
 	}
 	return end, best, nil
+}
+
+// batchSpan is where a batch lies and its leader epoch.
+type batchSpan struct {
+	base, next int64
+	epoch      int32
+}
+
+// batchAt reads the header of the batch holding offset.
+func (r *Replica) batchAt(offset int64) (batchSpan, error) {
+	var b batchSpan
+	found := false
+	err := r.log.WalkBatches(offset, func(h log.Batch) bool {
+		b, found = batchSpan{h.BaseOffset(), h.NextOffset(), h.LeaderEpoch()}, true
+		return false
+	})
+	if err == nil && !found {
+		err = fmt.Errorf("replication: no batch holds offset %d", offset)
+	}
+	return b, err
 }
 
 // ReadRecords is Read for Kafka consumers: each run of control batches of

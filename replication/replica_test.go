@@ -3,6 +3,7 @@ package replication
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -425,4 +426,70 @@ func (g *tgroup) convergedFollower(a acked, n int) *tnode {
 	g.produce(ld, a, 0, n)
 	g.checkConverged(a)
 	return others(g.nodes, []*tnode{ld})[0]
+}
+
+// TestEndOffsetForEpoch: over a log written in several terms (leadership
+// moved between runs of appends), EndOffsetForEpoch's search answers
+// every epoch as a walk of all the batch headers does.
+func TestEndOffsetForEpoch(t *testing.T) {
+	g := newTestGroup(t, 3)
+	for round := range 4 {
+		ld := g.leader()
+		for i := range round + 3 { // 3, 4, 5, 6 batches of 1 to 3 records
+			var recs []log.Record
+			for j := range 1 + (round+i)%3 {
+				recs = append(recs, log.Record{Value: []byte(fmt.Sprintf("r%d-%d-%d", round, i, j)), Timestamp: 1_700_000_000_000})
+			}
+			b := log.BuildBatch(nil, log.BatchOptions{ProducerID: -1, BaseSequence: -1}, recs)
+			if _, err := ld.rep.Append(context.Background(), b, AcksAll); err != nil {
+				t.Fatalf("round %d: append: %v", round, err)
+			}
+		}
+		if err := ld.rep.TransferLeadership("", ""); err != nil {
+			t.Fatalf("round %d: transfer: %v", round, err)
+		}
+	}
+	ld := g.leader()
+	g.produce(ld, acked{}, 100, 2)
+	r := ld.rep
+	bs := batches(t, r)
+	hw, term := r.HighWatermark(), int32(r.Term())
+	epochs := map[int32]bool{}
+	for _, b := range bs {
+		epochs[b.LeaderEpoch()] = true
+	}
+	if len(epochs) < 4 {
+		t.Fatalf("the log holds %d epochs, want several", len(epochs))
+	}
+	for epoch := int32(-1); epoch <= term+1; epoch++ {
+		wantEnd, wantEpoch := endOffsetForEpochByWalk(bs, hw, term, epoch)
+		end, got, err := r.EndOffsetForEpoch(epoch)
+		if err != nil {
+			t.Fatalf("epoch %d: %v", epoch, err)
+		}
+		if end != wantEnd || got != wantEpoch {
+			t.Fatalf("epoch %d: (%d, %d), want (%d, %d) (high watermark %d, term %d)", epoch, end, got, wantEnd, wantEpoch, hw, term)
+		}
+	}
+}
+
+// endOffsetForEpochByWalk answers OffsetForLeaderEpoch from every batch
+// header in order: the end of the last batch of the largest epoch at most
+// epoch below the high watermark (the high watermark for the current
+// term), and that epoch; (-1, -1) when there is none.
+func endOffsetForEpochByWalk(bs []log.Batch, hw int64, term, epoch int32) (int64, int32) {
+	best, end := int32(-1), int64(-1)
+	for _, b := range bs {
+		if b.BaseOffset() >= hw || b.LeaderEpoch() > epoch {
+			break
+		}
+		best, end = b.LeaderEpoch(), b.NextOffset()
+	}
+	if best < 0 {
+		return -1, -1
+	}
+	if best == term || end > hw {
+		end = hw
+	}
+	return end, best
 }
