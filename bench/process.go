@@ -82,17 +82,17 @@ func SnapshotProcess() Process {
 		}
 		return 0
 	}
-	uint := func(v metrics.Value) uint64 {
+	count := func(v metrics.Value) uint64 {
 		if v.Kind() == metrics.KindUint64 {
 			return v.Uint64()
 		}
 		return 0
 	}
-	p.GCCycles = uint(samples[0].Value)
+	p.GCCycles = count(samples[0].Value)
 	p.GCPause = seconds(samples[1].Value)
 	p.GCCPU = seconds(samples[2].Value)
 	p.ScavengeCPU = seconds(samples[3].Value)
-	p.Released = uint(samples[4].Value)
+	p.Released = count(samples[4].Value)
 	return p
 }
 

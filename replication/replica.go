@@ -733,10 +733,10 @@ func (r *Replica) EndOffsetForEpoch(epoch int32) (int64, int32, error) {
 	} else if last.epoch <= epoch {
 		best, end = last.epoch, last.next
 	} else {
-		// lo is in a batch of an epoch at most epoch, hi is the first
-		// offset of a batch of a later one; the first such batch is
-		// found when they meet.
-		lo, hi := first.next-1, last.base
+		// lo is the last offset of a batch of epoch loEpoch, at most
+		// epoch; hi is the first offset of a batch of a later one; the
+		// first such batch is found when they meet.
+		lo, loEpoch, hi := first.next-1, first.epoch, last.base
 		for hi-lo > 1 {
 			mid := lo + (hi-lo)/2
 			b, err := r.batchAt(mid)
@@ -750,14 +750,10 @@ func (r *Replica) EndOffsetForEpoch(epoch int32) (int64, int32, error) {
 			if b.epoch > epoch {
 				hi = b.base
 			} else {
-				lo = b.next - 1
+				lo, loEpoch = b.next-1, b.epoch
 			}
 		}
-		b, err := r.batchAt(lo)
-		if err != nil {
-			return -1, -1, err
-		}
-		best, end = b.epoch, hi
+		best, end = loEpoch, hi
 	}
 	if best == int32(r.Term()) || end > hw {
 		end = hw

@@ -235,10 +235,13 @@ func parallel[T any](jobs []T, limit int, fn func(T)) {
 	}
 	var (
 		wg       sync.WaitGroup
-		sem      = make(chan struct{}, limit)
+		sem      chan struct{} // nil: no bound needed
 		panicked any
 		pmu      sync.Mutex
 	)
+	if limit < len(jobs) {
+		sem = make(chan struct{}, limit)
+	}
 	run := func(j T) {
 		defer func() {
 			if v := recover(); v != nil {
@@ -248,20 +251,24 @@ func parallel[T any](jobs []T, limit int, fn func(T)) {
 				}
 				pmu.Unlock()
 			}
-			<-sem
+			if sem != nil {
+				<-sem
+			}
 			wg.Done()
 		}()
 		fn(j)
 	}
-	last := len(jobs) - 1
-	for _, j := range jobs[:last] {
-		sem <- struct{}{}
+	for i, j := range jobs {
+		if sem != nil {
+			sem <- struct{}{}
+		}
 		wg.Add(1)
-		go run(j)
+		if i == len(jobs)-1 {
+			run(j)
+		} else {
+			go run(j)
+		}
 	}
-	sem <- struct{}{}
-	wg.Add(1)
-	run(jobs[last])
 	wg.Wait()
 	if panicked != nil {
 		panic(panicked)

@@ -13,10 +13,10 @@ import (
 // connection under its lock, from whichever goroutine wrote the answer:
 // it must be quick and must not block, since the connection's next
 // answers (and the reading of its requests) wait for it, and it must not
-// keep o's Request or Response past the call. Requests that close the connection instead of being
-// answered (one that does not decode, an unknown API key, an unsupported
-// version of anything but ApiVersions, a failed acks=0 Produce) are not
-// observed.
+// keep o's Request or Response past the call. Requests that close the
+// connection instead of being answered (one that does not decode, an
+// unknown API key, an unsupported version of anything but ApiVersions, a
+// failed acks=0 Produce) are not observed.
 type Observer interface {
 	ObserveRequest(o Observation)
 }

@@ -77,17 +77,25 @@ func (p gatePart) StartAppend(ctx context.Context, batch []byte, acks int) (func
 	}, nil
 }
 
+// startGated starts a server on a gateBroker (ungated: partitions
+// acknowledged at once) with a topic of the partitions given, and a
+// connection to it.
+func startGated(t *testing.T, topic string, partitions int32, ungated map[int32]bool, opts ...Option) (*gateBroker, *rawConn) {
+	t.Helper()
+	b := &gateBroker{memBroker: newMemBroker(t), gate: make(chan struct{}), ungated: ungated}
+	if err := b.CreateTopic(testCtx(t), topic, partitions, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	_, addr := startServer(t, b, opts...)
+	return b, dialRaw(t, addr)
+}
+
 // TestProducePipelined: Produce requests behind one whose appends wait
 // for their commit are started before it is answered, in request order;
 // a Metadata request behind them is served only once they are all
 // answered; and every answer comes in request order.
 func TestProducePipelined(t *testing.T) {
-	b := &gateBroker{memBroker: newMemBroker(t), gate: make(chan struct{})}
-	if err := b.CreateTopic(testCtx(t), "pipe", 1, 1, nil, false); err != nil {
-		t.Fatal(err)
-	}
-	_, addr := startServer(t, b, WithMaxInFlight(8))
-	r := dialRaw(t, addr)
+	b, r := startGated(t, "pipe", 1, nil, WithMaxInFlight(8))
 
 	produce := func(i int) *kmsg.ProduceRequest { return produceOne("pipe", 10000, fmt.Sprintf("p%d", i)) }
 	md := kmsg.NewPtrMetadataRequest()
@@ -166,12 +174,7 @@ func (p panicWaitPart) StartAppend(context.Context, []byte, int) (func() (int64,
 // and the connection goes on serving; the commit that comes later
 // changes nothing in the answer already written.
 func TestProduceTimesOutWaitingForCommit(t *testing.T) {
-	b := &gateBroker{memBroker: newMemBroker(t), gate: make(chan struct{})}
-	if err := b.CreateTopic(testCtx(t), "slow", 2, 1, nil, false); err != nil {
-		t.Fatal(err)
-	}
-	_, addr := startServer(t, b)
-	r := dialRaw(t, addr)
+	b, r := startGated(t, "slow", 2, nil)
 	req := produceOne("slow", 100, "p0", "p1")
 	resp := r.read(req, r.write(req), req.GetVersion()).(*kmsg.ProduceResponse)
 	for _, sp := range resp.Topics[0].Partitions {
@@ -196,12 +199,7 @@ func TestProduceTimesOutWaitingForCommit(t *testing.T) {
 // gives the second its offset, as Kafka answers each partition's own
 // outcome.
 func TestProduceTimeoutAnswersEachPartition(t *testing.T) {
-	b := &gateBroker{memBroker: newMemBroker(t), gate: make(chan struct{}), ungated: map[int32]bool{1: true}}
-	if err := b.CreateTopic(testCtx(t), "mixed", 2, 1, nil, false); err != nil {
-		t.Fatal(err)
-	}
-	_, addr := startServer(t, b)
-	r := dialRaw(t, addr)
+	b, r := startGated(t, "mixed", 2, map[int32]bool{1: true})
 	req := produceOne("mixed", 200, "stalls", "commits")
 	resp := r.read(req, r.write(req), req.GetVersion()).(*kmsg.ProduceResponse)
 	parts := resp.Topics[0].Partitions
@@ -221,12 +219,7 @@ func TestProduceTimeoutAnswersEachPartition(t *testing.T) {
 // Metadata request behind two timed-out Produce requests is served only
 // once the commit of one comes.
 func TestTimedOutProduceHoldsItsSlot(t *testing.T) {
-	b := &gateBroker{memBroker: newMemBroker(t), gate: make(chan struct{})}
-	if err := b.CreateTopic(testCtx(t), "stuck", 1, 1, nil, false); err != nil {
-		t.Fatal(err)
-	}
-	_, addr := startServer(t, b, WithMaxInFlight(2))
-	r := dialRaw(t, addr)
+	b, r := startGated(t, "stuck", 1, nil, WithMaxInFlight(2))
 	md := kmsg.NewPtrMetadataRequest()
 	md.SetVersion(12)
 	reqs := []kmsg.Request{produceOne("stuck", 100, "a"), produceOne("stuck", 100, "b"), md}
@@ -256,13 +249,8 @@ func TestTimedOutProduceHoldsItsSlot(t *testing.T) {
 // answered, a Metadata request behind it is served at once (with room in
 // flight), though the Produce's commit wait still runs.
 func TestTimedOutProduceLetsTheNextIn(t *testing.T) {
-	b := &gateBroker{memBroker: newMemBroker(t), gate: make(chan struct{})}
+	b, r := startGated(t, "stuck", 1, nil)
 	defer close(b.gate)
-	if err := b.CreateTopic(testCtx(t), "stuck", 1, 1, nil, false); err != nil {
-		t.Fatal(err)
-	}
-	_, addr := startServer(t, b)
-	r := dialRaw(t, addr)
 	req := produceOne("stuck", 100, "a")
 	md := kmsg.NewPtrMetadataRequest()
 	md.SetVersion(12)

@@ -352,21 +352,18 @@ func (s *Server) serveConn(nc net.Conn) {
 		cn.serving.Add(1)
 		go func() {
 			defer cn.serving.Done()
-			defer func() {
-				if v := recover(); v != nil {
-					s.logger.Error("panic serving a request; closing the connection", "remote", remote, "panic", v)
+			cn.protect(p, func() {
+				resp, err := s.handle(c, body, dst)
+				if err != nil {
+					s.logger.Info("closing connection", "remote", remote, "client_id", c.clientID, "error", err)
 					p.failed.Store(true)
-					cn.finish(p)
+					return
 				}
-			}()
-			resp, err := s.handle(c, body, dst)
-			if err != nil {
-				s.logger.Info("closing connection", "remote", remote, "client_id", c.clientID, "error", err)
-				p.failed.Store(true)
-				cn.finish(p)
-				return
+				cn.settle(p, resp, dst)
+			})
+			if p.failed.Load() {
+				cn.finish(p) // the connection closes once the requests before it are answered
 			}
-			cn.settle(p, resp, dst)
 		}()
 	}
 }
@@ -408,10 +405,9 @@ type pending struct {
 	// exclusive: not a Produce request; served alone.
 	exclusive bool
 	// ready: c.wait has returned or c.expire has run (at once when there
-	// is no c.wait); answered: written (or dropped); waited: no c.wait
-	// runs any more. Under conn.mu.
-	ready, answered bool
-	waited          bool
+	// is no c.wait); answered: written (or dropped); waiting: c.wait
+	// still runs. Under conn.mu.
+	ready, answered, waiting bool
 	// failed: serving the request panicked or failed; the connection
 	// closes when it reaches the head of the queue (at once when a wait
 	// panics after its answer was written).
@@ -452,7 +448,6 @@ func (cn *conn) turn(exclusive bool) ([]byte, bool) {
 
 func (cn *conn) enqueue(p *pending) {
 	cn.mu.Lock()
-	p.waited = true // until settle starts a wait
 	cn.queue = append(cn.queue, p)
 	cn.inflight++
 	cn.mu.Unlock()
@@ -461,7 +456,7 @@ func (cn *conn) enqueue(p *pending) {
 // done counts p out of the requests in flight once it is both answered
 // and waited for. Under cn.mu.
 func (cn *conn) done(p *pending) {
-	if p.answered && p.waited {
+	if p.answered && !p.waiting {
 		cn.inflight--
 		cn.cond.Broadcast()
 	}
@@ -483,7 +478,7 @@ func (cn *conn) settle(p *pending, resp, dst []byte) {
 	}
 	cn.putSpare(dst)
 	cn.mu.Lock()
-	p.waited = false
+	p.waiting = true
 	cn.mu.Unlock()
 	var expiry *time.Timer
 	if c.expire != nil && !c.deadline.IsZero() {
@@ -500,7 +495,7 @@ func (cn *conn) settle(p *pending, resp, dst []byte) {
 		cn.finish(p)
 		cn.mu.Lock()
 		defer cn.mu.Unlock()
-		p.waited = true
+		p.waiting = false
 		if p.failed.Load() && p.answered {
 			cn.failLocked() // the wait panicked after the deadline's answer
 		}
