@@ -257,7 +257,16 @@ func (f *fsm) applyCommand(b log.Batch) {
 			if end := f.log.EndOffset(); off > end {
 				off = end
 			}
-			if err := f.log.AdvanceStart(off); err != nil && f.onError != nil {
+			// The new start is persisted at once (the log's checkpoint):
+			// make the log durable past it first, or a power loss brings
+			// the log back shorter than its start, which then falls to
+			// that end, and what it pointed at (the controller's metadata
+			// snapshot) is gone from this replica.
+			err := f.log.FlushTo(off + 1)
+			if err == nil {
+				err = f.log.AdvanceStart(off)
+			}
+			if err != nil && f.onError != nil {
 				f.onError(fmt.Errorf("replication: delete records to %d: %w", off, err))
 			}
 		}
