@@ -495,6 +495,42 @@ func TestRetentionAndPrefixDeletion(t *testing.T) {
 	})
 }
 
+// TestRetentionBelowPinnedStart: segments a pin kept when the log start
+// moved past them go at the next retention pass once the pin has moved,
+// even with no retention configured.
+func TestRetentionBelowPinnedStart(t *testing.T) {
+	l := openTest(t, t.TempDir(), Config{SegmentBytes: 1000, RetentionMs: -1, RetentionBytes: -1})
+	defer l.Close()
+	for i := 0; i < 20; i++ {
+		mustAppend(t, l, mkBatch(1, 300, 1))
+	}
+	l.Pin(0)
+	if err := l.AdvanceStart(15); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Segments()[0].BaseOffset; got != 0 {
+		t.Fatalf("first segment at %d: the pin at 0 should have kept it", got)
+	}
+	if n, err := l.ApplyRetention(); err != nil || n != 0 {
+		t.Fatalf("retention under the pin: %d segments, %v", n, err)
+	}
+	l.Pin(12)
+	n, err := l.ApplyRetention()
+	if err != nil || n == 0 {
+		t.Fatalf("retention after the pin moved: %d segments, %v", n, err)
+	}
+	first := l.Segments()[0]
+	if first.BaseOffset > 12 || first.NextOffset <= 12 {
+		t.Fatalf("first segment [%d, %d): should hold the pin 12", first.BaseOffset, first.NextOffset)
+	}
+	if l.StartOffset() != 15 {
+		t.Fatalf("start %d, want 15", l.StartOffset())
+	}
+	if p, err := l.Read(15, 10, l.EndOffset()); err != nil || Batch(p).BaseOffset() != 15 {
+		t.Fatalf("read at start: %v", err)
+	}
+}
+
 func TestReset(t *testing.T) {
 	dir := t.TempDir()
 	l := openTest(t, dir, Config{SegmentBytes: 1000})

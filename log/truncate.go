@@ -225,7 +225,9 @@ func (l *Log) advanceStartLocked(offset int64) error {
 }
 
 // ApplyRetention deletes sealed segments from the front as retention.ms
-// and retention.bytes require, and returns how many went.
+// and retention.bytes require, and those wholly below the log start that
+// a pin kept when the start moved (Kafka deletes a segment once the log
+// start offset is past it), and returns how many went.
 func (l *Log) ApplyRetention() (int, error) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
@@ -242,12 +244,13 @@ func (l *Log) ApplyRetention() (int, error) {
 		total += s.size.Load()
 	}
 	n := 0
-	pin := l.pin.Load()
+	pin, start := l.pin.Load(), l.start.Load()
 	for n < len(l.segs)-1 && l.segs[n+1].base <= pin {
 		s := l.segs[n]
 		byTime := l.cfg.RetentionMs > 0 && s.maxTs.Load() >= 0 && now-s.maxTs.Load() > l.cfg.RetentionMs.Milliseconds()
 		bySize := l.cfg.RetentionBytes >= 0 && total-s.size.Load() >= l.cfg.RetentionBytes
-		if !byTime && !bySize {
+		byStart := l.segs[n+1].base <= start
+		if !byTime && !bySize && !byStart {
 			break
 		}
 		total -= s.size.Load()
