@@ -139,31 +139,31 @@ func TestPlanLeaderMovesSkipsUnfitTargets(t *testing.T) {
 
 func TestReassignCommands(t *testing.T) {
 	m := newMeta()
-	m.applyOne(command{Op: "create_topic", Topic: "t", TopicID: "00112233445566778899aabbccddeeff", Assignment: [][]int32{{1, 2, 3}}}, 0)
-	m.applyOne(command{Op: "reassign", Topic: "t", Partition: 0, Replicas: []int32{4, 2, 3}}, 1)
+	m.applyOne(command{Op: "create_topic", Topic: "t", TopicID: "00112233445566778899aabbccddeeff", Assignment: [][]int32{{1, 2, 3}}}, 0, false)
+	m.applyOne(command{Op: "reassign", Topic: "t", Partition: 0, Replicas: []int32{4, 2, 3}}, 1, false)
 	tp, _ := m.Topic("t")
 	if fmt.Sprint(tp.Partitions[0]) != "[1 2 3 4]" || fmt.Sprint(tp.Reassigning[0]) != "{[4 2 3] [1 2 3]}" {
 		t.Fatalf("after reassign: %v %v", tp.Partitions, tp.Reassigning)
 	}
 	// A new target while moving: the origin stays, every replica stays
 	// assigned until the move is done.
-	m.applyOne(command{Op: "reassign", Topic: "t", Partition: 0, Replicas: []int32{5, 2, 3}}, 2)
+	m.applyOne(command{Op: "reassign", Topic: "t", Partition: 0, Replicas: []int32{5, 2, 3}}, 2, false)
 	tp, _ = m.Topic("t")
 	if fmt.Sprint(tp.Partitions[0]) != "[1 2 3 4 5]" || fmt.Sprint(tp.Reassigning[0]) != "{[5 2 3] [1 2 3]}" {
 		t.Fatalf("after a second reassign: %v %v", tp.Partitions, tp.Reassigning)
 	}
 	// A done for another target is ignored.
-	m.applyOne(command{Op: "reassign_done", Topic: "t", Partition: 0, Replicas: []int32{4, 2, 3}}, 3)
+	m.applyOne(command{Op: "reassign_done", Topic: "t", Partition: 0, Replicas: []int32{4, 2, 3}}, 3, false)
 	if tp, _ = m.Topic("t"); len(tp.Reassigning) != 1 {
 		t.Fatalf("stale done applied: %v", tp.Partitions)
 	}
 	// Cancel: back to the origin.
-	m.applyOne(command{Op: "reassign", Topic: "t", Partition: 0, Cancel: true}, 4)
+	m.applyOne(command{Op: "reassign", Topic: "t", Partition: 0, Cancel: true}, 4, false)
 	tp, _ = m.Topic("t")
 	if fmt.Sprint(tp.Reassigning[0].Target) != "[1 2 3]" {
 		t.Fatalf("after cancel: %v", tp.Reassigning)
 	}
-	m.applyOne(command{Op: "reassign_done", Topic: "t", Partition: 0, Replicas: []int32{1, 2, 3}}, 5)
+	m.applyOne(command{Op: "reassign_done", Topic: "t", Partition: 0, Replicas: []int32{1, 2, 3}}, 5, false)
 	tp, _ = m.Topic("t")
 	if fmt.Sprint(tp.Partitions[0]) != "[1 2 3]" || len(tp.Reassigning) != 0 {
 		t.Fatalf("after done: %v %v", tp.Partitions, tp.Reassigning)
@@ -174,8 +174,8 @@ func TestReassignCommands(t *testing.T) {
 		t.Fatal("Topic returned shared replicas")
 	}
 	// Wrong topic id, partition out of range: no change.
-	m.applyOne(command{Op: "reassign", Topic: "t", TopicID: "ffffffffffffffffffffffffffffffff", Partition: 0, Replicas: []int32{4, 2, 3}}, 6)
-	m.applyOne(command{Op: "reassign", Topic: "t", Partition: 1, Replicas: []int32{4, 2, 3}}, 7)
+	m.applyOne(command{Op: "reassign", Topic: "t", TopicID: "ffffffffffffffffffffffffffffffff", Partition: 0, Replicas: []int32{4, 2, 3}}, 6, false)
+	m.applyOne(command{Op: "reassign", Topic: "t", Partition: 1, Replicas: []int32{4, 2, 3}}, 7, false)
 	if tp, _ = m.Topic("t"); len(tp.Reassigning) != 0 {
 		t.Fatalf("applied: %v", tp.Reassigning)
 	}

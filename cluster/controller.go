@@ -57,7 +57,14 @@ func (n *Node) serveRPC() {
 			switch req.Op {
 			case "append":
 				ctx, cancel := context.WithTimeout(n.ctx, 20*time.Second)
-				off, err := n.ctrl.Append(ctx, encodeCommand(req.Cmd), replication.AcksAll)
+				var off int64
+				var err error
+				if req.Cmd.Op == "snapshot" {
+					// Only the leader's own, taken under appendMu, is one.
+					off, err = -1, errors.New("cluster: a snapshot is not forwarded")
+				} else {
+					off, err = n.appendCommand(ctx, req.Cmd)
+				}
 				cancel()
 				resp.Offset = off
 				if err != nil {
@@ -82,7 +89,7 @@ func (n *Node) controllerAppend(ctx context.Context, c command) (int64, error) {
 	for attempt := 0; ; attempt++ {
 		var err error
 		if n.ctrl.IsLeader() {
-			off, err = n.ctrl.Append(ctx, encodeCommand(c), replication.AcksAll)
+			off, err = n.appendCommand(ctx, c)
 		} else if id, addr := n.ctrl.Leader(); id == "" {
 			err = kerr.NotController
 		} else {
@@ -161,8 +168,14 @@ func (n *Node) applyLoop() {
 		}
 		if err := n.meta.apply(p); err != nil {
 			n.logger.Error("apply metadata", "error", err)
+			select { // it will not apply better at once
+			case <-n.stop:
+				return
+			case <-time.After(time.Second):
+			}
 		}
 		n.kickReconcile()
+		n.maybeSnapshotController()
 	}
 }
 

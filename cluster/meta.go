@@ -14,9 +14,12 @@ import (
 // The cluster metadata is the state of the controller: a Raft group (the
 // replication package's, over its own small log) whose committed records
 // are commands, applied in log order on every node that hosts a controller
-// replica. The log is kept whole (it is small), so the state is rebuilt by
-// replaying it on start. Each command is one record of one batch; its value
-// is JSON.
+// replica. Each command is one record of one batch; its value is JSON.
+// The state is rebuilt on start by replaying the log from its start. So
+// that the log does not grow with every committed offset for ever, the
+// controller's leader now and then appends a `snapshot` command holding
+// the whole state, and once it is applied moves the log start up to it
+// (snapshot.go).
 type command struct {
 	Op string `json:"op"`
 	// init
@@ -41,6 +44,10 @@ type command struct {
 	Partition int32   `json:"partition,omitempty"`
 	Replicas  []int32 `json:"replicas,omitempty"`
 	Cancel    bool    `json:"cancel,omitempty"`
+	// snapshot: the whole state, as of the command at offset After (the
+	// last one applied before it; see Meta.applySnapshot).
+	State *metaState `json:"state,omitempty"`
+	After int64      `json:"after,omitempty"`
 }
 
 // Topic is a topic in the metadata.
@@ -72,14 +79,19 @@ type Meta struct {
 	// offsets are the consumer groups' committed offsets, by group, then
 	// "topic/partition".
 	offsets map[string]map[string]GroupOffset
-	applied int64 // offset after the last applied command
+	applied int64 // offset after the last applied batch
+	// lastCmd is the offset of the last applied command (-1: none);
+	// since counts the commands applied after the last snapshot taken.
+	lastCmd int64
+	since   int
+	snapAt  int64 // offset of the last snapshot applied as the state (-1: none)
 	// lastProducerID is the highest producer id allocated (-1: none).
 	lastProducerID int64
 	changed        chan struct{}
 }
 
 func newMeta() *Meta {
-	return &Meta{topics: map[string]*Topic{}, offsets: map[string]map[string]GroupOffset{}, changed: make(chan struct{}), lastProducerID: -1}
+	return &Meta{topics: map[string]*Topic{}, offsets: map[string]map[string]GroupOffset{}, changed: make(chan struct{}), lastProducerID: -1, lastCmd: -1, snapAt: -1}
 }
 
 // LastProducerID is the highest producer id allocated so far (-1: none).
@@ -151,11 +163,20 @@ func (m *Meta) changes() <-chan struct{} {
 }
 
 // apply applies the committed batches of p (whole batches, in order).
+// The first may lie past what was applied (a gap) only when the log's
+// start moved past it: then it must be a snapshot, which replaces the
+// state.
 func (m *Meta) apply(p []byte) error {
 	var err error
 	log.Batches(p, func(b log.Batch) bool {
-		if b.NextOffset() <= m.Applied() {
+		applied := m.Applied()
+		if b.NextOffset() <= applied {
 			return true
+		}
+		gap := b.BaseOffset() > applied
+		if gap && b.IsControl() {
+			err = fmt.Errorf("cluster: metadata log resumes at %d after %d with no snapshot", b.BaseOffset(), applied)
+			return false
 		}
 		if !b.IsControl() {
 			recs, offs, ok := log.DecodeRecords(b)
@@ -169,7 +190,11 @@ func (m *Meta) apply(p []byte) error {
 					err = fmt.Errorf("cluster: metadata command at %d: %w", offs[i], e)
 					return false
 				}
-				m.applyOne(c, offs[i])
+				if gap && (i > 0 || c.Op != "snapshot" || c.State == nil) {
+					err = fmt.Errorf("cluster: metadata log resumes at %d after %d with %q, not a snapshot", offs[i], applied, c.Op)
+					return false
+				}
+				m.applyOne(c, offs[i], gap)
 			}
 		}
 		m.mu.Lock()
@@ -182,9 +207,13 @@ func (m *Meta) apply(p []byte) error {
 	return err
 }
 
-func (m *Meta) applyOne(c command, offset int64) {
+// applyOne applies the command at offset; gap says that commands before
+// it were never applied here (only a snapshot may follow one).
+func (m *Meta) applyOne(c command, offset int64, gap bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	defer func() { m.lastCmd = offset }()
+	m.since++
 	switch c.Op {
 	case "init":
 		if m.clusterID == "" {
@@ -228,7 +257,7 @@ func (m *Meta) applyOne(c command, offset int64) {
 			m.offsets[c.Group] = g
 		}
 		for _, o := range c.Offsets {
-			g[fmt.Sprintf("%s/%d", o.Topic, o.Partition)] = o
+			g[offsetKey(o.Topic, o.Partition)] = o
 		}
 	case "delete_offsets":
 		if len(c.Offsets) == 0 {
@@ -236,7 +265,7 @@ func (m *Meta) applyOne(c command, offset int64) {
 			return
 		}
 		for _, o := range c.Offsets {
-			delete(m.offsets[c.Group], fmt.Sprintf("%s/%d", o.Topic, o.Partition))
+			delete(m.offsets[c.Group], offsetKey(o.Topic, o.Partition))
 		}
 		if len(m.offsets[c.Group]) == 0 {
 			delete(m.offsets, c.Group)
@@ -248,8 +277,13 @@ func (m *Meta) applyOne(c command, offset int64) {
 	case "alloc_producer_id":
 		// The id is the command's offset.
 		m.lastProducerID = max(m.lastProducerID, offset)
+	case "snapshot":
+		m.applySnapshot(c, offset, gap)
 	}
 }
+
+// offsetKey is a committed offset's key within its group.
+func offsetKey(topic string, partition int32) string { return fmt.Sprintf("%s/%d", topic, partition) }
 
 func newTopicID() string {
 	var b [16]byte

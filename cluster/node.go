@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -49,6 +50,12 @@ type Config struct {
 	// controller group (default 3, or fewer when the cluster is smaller at
 	// its first start: see ExpectNodes).
 	ControllerVoters int
+	// ControllerSnapshotCommands is how many metadata commands (committed
+	// offsets, mostly) are applied between two snapshots of the metadata,
+	// after each of which the controller log's start moves up to the
+	// snapshot (default DefaultControllerSnapshotCommands; negative: never,
+	// the log is kept whole).
+	ControllerSnapshotCommands int
 	// ExpectNodes is how many nodes must be members before the controller
 	// is bootstrapped the first time (default ControllerVoters).
 	ExpectNodes int
@@ -108,7 +115,14 @@ type Node struct {
 	bq          *memberlist.TransmitLimitedQueue
 	meta        *Meta
 	ctrl        *replication.Replica
-	leaders     *leaderTable
+	// appendMu is held shared by every append of a metadata command and
+	// alone by a snapshot's (snapshot.go).
+	appendMu     sync.RWMutex
+	snapshotting atomic.Bool
+	// snapshotRetry is the count of commands since the last snapshot
+	// below which a failed one is not tried again.
+	snapshotRetry atomic.Int64
+	leaders       *leaderTable
 
 	// members are the live members' broker information by member name,
 	// copied in memberlist's event callbacks, which run under its lock:
@@ -136,6 +150,10 @@ type Node struct {
 }
 
 const controllerGroup = "__controller"
+
+// controllerSegmentBytes is the controller log's segment size: small, so
+// that the segments below a metadata snapshot can go (snapshot.go).
+const controllerSegmentBytes = 16 << 20
 
 // Start starts a node: transport, membership, controller, reconciler.
 func Start(cfg Config) (*Node, error) {
@@ -180,7 +198,7 @@ func Start(cfg Config) (*Node, error) {
 		n.mux.Close()
 		return nil, err
 	}
-	if n.ctrl, err = n.openReplica(controllerGroup, controllerGroup, log.Config{RetentionMs: -1, RetentionBytes: -1}, ""); err != nil {
+	if n.ctrl, err = n.openReplica(controllerGroup, controllerGroup, log.Config{RetentionMs: -1, RetentionBytes: -1, SegmentBytes: controllerSegmentBytes}, ""); err != nil {
 		n.Close()
 		return nil, err
 	}
@@ -258,6 +276,13 @@ func (n *Node) ID() int32 { return n.cfg.NodeID }
 
 // Meta is the cluster metadata as applied here.
 func (n *Node) Meta() *Meta { return n.meta }
+
+// ControllerLog returns the start and end offsets of this node's replica
+// of the controller log (the start moves up to each metadata snapshot).
+func (n *Node) ControllerLog() (start, end int64) {
+	l := n.ctrl.Log()
+	return l.StartOffset(), l.EndOffset()
+}
 
 // Mux is the node-wide Raft transport.
 func (n *Node) Mux() *replication.Mux { return n.mux }

@@ -316,6 +316,10 @@ func (n *Node) applyRetention() {
 		reps = append(reps, r)
 	}
 	n.mu.Unlock()
+	if n.ctrl != nil {
+		// No retention, but its segments below a snapshot's log start go.
+		reps = append(reps, n.ctrl)
+	}
 	for _, r := range reps {
 		if _, err := r.ApplyRetention(); err != nil {
 			n.logger.Warn("retention", "error", err)

@@ -42,6 +42,7 @@ type serveFlags struct {
 	rack             string
 	bootIDFile       string
 	controllerVoters int
+	ctrlSnapshot     int
 	expectNodes      int
 	logJSON          bool
 	logLevel         string
@@ -73,6 +74,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.rack, "rack", "", "rack (replicas are spread over racks)")
 	fs.StringVar(&f.bootIDFile, "boot-id-file", "/proc/sys/kernel/random/boot_id", "file holding the kernel boot id (the vote guard reads it)")
 	fs.IntVar(&f.controllerVoters, "controller-voters", 3, "how many nodes (lowest ids) form the controller group")
+	fs.IntVar(&f.ctrlSnapshot, "controller-snapshot-commands", cluster.DefaultControllerSnapshotCommands, "metadata commands (committed offsets, mostly) between two snapshots of the metadata, after each of which the controller log starts at the snapshot (negative: never, the log is kept whole)")
 	fs.IntVar(&f.expectNodes, "expect-nodes", 0, "members needed before the cluster first forms (default: --controller-voters)")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
@@ -193,7 +195,7 @@ func startNode(f serveFlags, logger hclog.Logger, local bool) (*runningNode, err
 		RaftAddr: f.raftAddr, AdvertisedRaftAddr: f.advertisedRaft,
 		GossipAddr: f.gossipAddr, AdvertisedGossip: f.advertisedGossip, HTTPAddr: cmp.Or(f.advertisedHTTP, f.httpAddr),
 		Join: join, Rack: f.rack, BootID: readBootID(f.bootIDFile),
-		ControllerVoters: f.controllerVoters, ExpectNodes: f.expectNodes,
+		ControllerVoters: f.controllerVoters, ExpectNodes: f.expectNodes, ControllerSnapshotCommands: f.ctrlSnapshot,
 		DefaultPartitions: int32(f.partitions), DefaultReplication: int16(f.replication),
 		Logger: logger.With("node", strconv.Itoa(f.nodeID)), LocalGossip: local, AcceptDataLoss: f.acceptDataLoss,
 		ProducerIDExpiration: f.producerIDExpiry, MaxProducerIDs: f.maxProducerIDs,
