@@ -140,7 +140,9 @@ func (n *Node) forward(ctx context.Context, addr raft.ServerAddress, c command) 
 func (n *Node) applyLoop() {
 	defer n.wg.Done()
 	for {
-		applied := n.meta.Applied()
+		// From the log start when it moved past what was applied (a
+		// snapshot is there), and only once something lies past it.
+		applied := max(n.meta.Applied(), n.ctrl.Log().StartOffset())
 		hw := n.ctrl.WaitHighWatermark(n.ctx, applied)
 		select {
 		case <-n.stop:
@@ -149,9 +151,6 @@ func (n *Node) applyLoop() {
 		}
 		if hw <= applied {
 			continue
-		}
-		if applied < n.ctrl.Log().StartOffset() {
-			applied = n.ctrl.Log().StartOffset()
 		}
 		p, err := n.ctrl.Read(applied, 1<<20)
 		if err != nil {

@@ -67,6 +67,7 @@ func (m *Meta) capture() (metaState, int64) {
 		if s.Offsets == nil {
 			s.Offsets = map[string][]GroupOffset{}
 		}
+		s.Offsets[g] = make([]GroupOffset, 0, len(offs)) // a group with none stays listed
 		for _, o := range offs {
 			s.Offsets[g] = append(s.Offsets[g], o)
 		}
@@ -139,7 +140,12 @@ func (n *Node) maybeSnapshotController() {
 		every = DefaultControllerSnapshotCommands
 	}
 	since := n.meta.sinceSnapshot()
-	if every < 0 || since < every || int64(since) < n.snapshotRetry.Load() || !n.ctrl.IsLeader() || !n.snapshotting.CompareAndSwap(false, true) {
+	if every < 0 || since < every || int64(since) < n.snapshotRetry.Load() || !n.ctrl.IsLeader() {
+		return
+	}
+	// Not while this node is still applying (a new leader replaying its
+	// log): the snapshot would hold every append for that long.
+	if n.meta.Applied() < n.ctrl.HighWatermark() || !n.snapshotting.CompareAndSwap(false, true) {
 		return
 	}
 	n.wg.Add(1)
@@ -150,7 +156,7 @@ func (n *Node) maybeSnapshotController() {
 		defer cancel()
 		if err := n.snapshotController(ctx); err != nil {
 			// Not again before as many commands more.
-			n.snapshotRetry.Store(int64(since + every))
+			n.snapshotRetry.Store(int64(n.meta.sinceSnapshot() + every))
 			n.logger.Warn("controller snapshot", "error", err)
 			return
 		}
@@ -166,8 +172,13 @@ func (n *Node) snapshotController(ctx context.Context) error {
 		n.appendMu.Lock()
 		defer n.appendMu.Unlock()
 		// Every command appended so far is applied here (the appends
-		// under way have returned), so the state is the log's.
-		if err := n.waitApplied(ctx, n.ctrl.HighWatermark()); err != nil {
+		// under way have returned), so the state is the log's. This node
+		// was caught up a moment ago: a wait longer than a few seconds
+		// means it no longer leads, and appends wait meanwhile.
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := n.waitApplied(wctx, n.ctrl.HighWatermark())
+		cancel()
+		if err != nil {
 			return -1, err
 		}
 		st, after := n.meta.capture()

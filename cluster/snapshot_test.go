@@ -33,8 +33,12 @@ func viewOf(nd *cluster.Node, groups []string) metaView {
 // TestControllerSnapshot: with a snapshot every 20 commands, committing
 // offsets moves every node's controller log start up to a snapshot, and a
 // node restarted on its data, or wiped and rebuilt from its peers, comes
-// back with the same metadata.
+// back with the same metadata. The restart replays from the snapshot (the
+// gap path of Meta.apply); the wiped node replays the whole log.
 func TestControllerSnapshot(t *testing.T) {
+	// Raft takes no snapshot here (8,192 entries): the wiped node gets the
+	// controller log entry by entry from index 1, reading through the
+	// pinned segments below the leader's log start.
 	c := clustertest.StartWith(t, 3, nil, func(cfg *cluster.Config) { cfg.ControllerSnapshotCommands = 20 })
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
