@@ -111,6 +111,9 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	hw := f.hw
 	f.mu.Unlock()
+	if f.snaps != nil {
+		f.snaps.local.Store(true) // the Create that follows is this replica's own
+	}
 	return &fsmSnapshot{log: f.log, start: f.log.StartOffset(), end: hw}, nil
 }
 

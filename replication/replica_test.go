@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/raftlog/raftlog/log"
 	"github.com/raftlog/raftlog/log/vfs"
 )
@@ -193,6 +194,18 @@ func TestWipedReplicaRejoins(t *testing.T) {
 	g.checkConverged(a)
 }
 
+// killFollower produces 10 batches (recorded in a), waits until every
+// replica holds them, and kills a follower, which it returns.
+func killFollower(g *tgroup, a acked) *tnode {
+	g.t.Helper()
+	ld := g.leader()
+	g.produce(ld, a, 0, 10)
+	lag := others(g.nodes, []*tnode{ld})[0]
+	g.checkConverged(a)
+	g.kill(lag)
+	return lag
+}
+
 // TestCatchUpBySnapshotBehindRetention: a replica down while the leader's
 // retention deleted the segments it needs (and Raft compacted its log)
 // catches up through a snapshot that carries the retained data.
@@ -201,14 +214,9 @@ func TestCatchUpBySnapshotBehindRetention(t *testing.T) {
 		g.raftCfg.TrailingLogs = 10
 		g.logCfg = log.Config{SegmentBytes: 2048, SegmentIndexBytes: 4096, RetentionBytes: 8192}
 	})
-	a := acked{}
-	ld := g.leader()
-	g.produce(ld, a, 0, 10)
-	lag := others(g.nodes, []*tnode{ld})[0]
-	g.checkConverged(a)
-	g.kill(lag)
+	lag := killFollower(g, acked{})
 	g.produceTo(acked{}, 10, 200)
-	ld = g.leader()
+	ld := g.leader()
 	if err := ld.rep.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
@@ -546,5 +554,85 @@ func TestDeleteRecordsSurvivesPowerLoss(t *testing.T) {
 	b, err := l.ReadBatch(cut)
 	if err != nil || !bytes.Equal(b, a[cut]) {
 		t.Fatalf("the batch at the start after the power loss: %v", err)
+	}
+}
+
+// TestCatchUpWithFrequentSnapshots: with Raft snapshots every 16 entries
+// and 4 entries kept, a replica that was down while the log start moved
+// (DeleteRecords) catches up through a snapshot and stays in step.
+func TestCatchUpWithFrequentSnapshots(t *testing.T) {
+	g := newTestGroup(t, 3, func(g *tgroup) {
+		g.raftCfg.SnapshotThreshold, g.raftCfg.TrailingLogs, g.raftCfg.SnapshotInterval = 16, 4, 100*time.Millisecond
+	})
+	a := acked{}
+	lag := killFollower(g, a)
+	g.produceTo(a, 10, 100)
+	var ld *tnode
+	for {
+		ld = g.leader()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := ld.rep.DeleteRecords(ctx, ld.rep.HighWatermark()-30)
+		cancel()
+		if err == nil {
+			break
+		}
+	}
+	for off := range a {
+		if off < ld.rep.Log().StartOffset() {
+			delete(a, off)
+		}
+	}
+	g.start(lag)
+	g.produceTo(a, 110, 100)
+	waitFor(t, "the lagging replica to catch up", 30*time.Second, func() bool {
+		return lag.rep.Log().EndOffset() == g.leader().rep.Log().EndOffset()
+	})
+	g.checkConverged(a)
+}
+
+// TestRedundantInstallRefused: an install of a snapshot ending at an entry
+// this replica holds with the same term, with entries past it, is refused
+// (a removed server's leftover replication reaching the new incarnation at
+// its address); one with another term, or past the log's end, is not; and
+// the replica's own snapshots are never refused.
+func TestRedundantInstallRefused(t *testing.T) {
+	g := newTestGroup(t, 1)
+	ld := g.leader()
+	g.produce(ld, acked{}, 0, 10)
+	st, snaps := ld.rep.store, ld.rep.snaps
+	last, _ := st.LastIndex()
+	var l raft.Log
+	if err := st.GetLog(last-3, &l); err != nil {
+		t.Fatal(err)
+	}
+	create := func(index, term uint64) error {
+		sink, err := snaps.Create(1, index, term, raft.Configuration{}, 0, nil)
+		if err == nil {
+			sink.Cancel()
+		}
+		return err
+	}
+	if err := create(last-3, l.Term); err == nil || !strings.Contains(err.Error(), "refusing") {
+		t.Fatalf("a redundant install was not refused: %v", err)
+	}
+	if err := create(last-3, l.Term+1); err != nil {
+		t.Fatalf("an install with another term: %v", err)
+	}
+	if err := create(last+5, l.Term); err != nil {
+		t.Fatalf("an install past the log's end: %v", err)
+	}
+	// Raft calls Create alike for its own snapshots: the FSM's Snapshot
+	// marks the one that follows as local.
+	if _, err := ld.rep.fsm.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	if err := create(last-3, l.Term); err != nil {
+		t.Fatalf("the replica's own snapshot was refused: %v", err)
+	}
+	if err := create(last-3, l.Term); err == nil {
+		t.Fatal("the mark outlived its snapshot")
+	}
+	if err := ld.rep.Snapshot(); err != nil {
+		t.Fatalf("the replica's own snapshot: %v", err)
 	}
 }

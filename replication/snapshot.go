@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -102,6 +103,10 @@ type snapshotStore struct {
 	// a noop or a barrier, included: they hold offsets too).
 	store *logStore
 	mu    sync.Mutex
+	// local is set by the FSM's Snapshot: Raft calls Create with the same
+	// arguments for its own snapshots and for installs from a leader, and
+	// only the latter are checked (redundantInstall).
+	local atomic.Bool
 }
 
 func openSnapshotStore(fsys vfs.FS, replicaDir string, l *log.Log) (*snapshotStore, error) {
@@ -124,6 +129,11 @@ func (s *snapshotStore) Create(version raft.SnapshotVersion, index, term uint64,
 	if version != 1 {
 		return nil, fmt.Errorf("replication: snapshot version %d not supported", version)
 	}
+	if !s.local.Swap(false) { // installed from a leader
+		if err := s.redundantInstall(index, term); err != nil {
+			return nil, err
+		}
+	}
 	id := fmt.Sprintf("%020d-%020d-%d", term, index, time.Now().UnixNano())
 	meta := snapMeta{SnapshotMeta: raft.SnapshotMeta{
 		Version: version, ID: id, Index: index, Term: term,
@@ -131,6 +141,46 @@ func (s *snapshotStore) Create(version raft.SnapshotVersion, index, term uint64,
 		Peers: raft.EncodeConfiguration(configuration),
 	}}
 	return &snapSink{store: s, meta: meta}, nil
+}
+
+// redundantInstall refuses the install of a snapshot that ends at an
+// entry this replica holds with the same term, when it holds entries past
+// it too. Such an install comes from a replication goroutine of the
+// leader's for a server id that is gone, at the address of its new
+// incarnation (hashicorp/raft's best-effort replication as it stops a
+// removed server's), after the new one was already brought further.
+// Installed, it would empty the log store while Raft's own last index
+// stays past the snapshot (raft.installSnapshot resets neither), and the
+// replica could then neither take the next entries nor apply the
+// committed ones (raft panics when a committed entry is not found).
+// Where the terms differ the install goes ahead.
+func (s *snapshotStore) redundantInstall(index, term uint64) error {
+	if s.store == nil {
+		return nil
+	}
+	last, err := s.store.LastIndex()
+	if err != nil || last <= index {
+		return err
+	}
+	first, err := s.store.FirstIndex()
+	if err != nil {
+		return err
+	}
+	held := false
+	switch {
+	case index >= first:
+		var l raft.Log
+		held = s.store.GetLog(index, &l) == nil && l.Term == term
+	case index+1 == first:
+		// The entry before the first held is the newest snapshot's.
+		if metas, err := s.list(); err == nil && len(metas) > 0 {
+			held = metas[0].Index == index && metas[0].Term == term
+		}
+	}
+	if held {
+		return fmt.Errorf("replication: refusing to install snapshot %d (term %d): this replica holds it and entries up to %d", index, term, last)
+	}
+	return nil
 }
 
 // List implements raft.SnapshotStore: newest first.
