@@ -120,4 +120,15 @@ func TestMetaSnapshot(t *testing.T) {
 	if gapped.Applied() != 5 || len(gapped.GroupOffsets("g", nil)) != 2 {
 		t.Fatalf("after the refused gap: applied %d", gapped.Applied())
 	}
+	// Nor may it resume at a control batch, or at a snapshot with no state.
+	ctlGap := log.BuildBatch(nil, log.BatchOptions{BaseOffset: 9, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Attributes: 1 << 5}, []log.Record{{Value: []byte{0, 0, 0, 0}, Timestamp: 1}})
+	if err := gapped.apply(ctlGap); err == nil {
+		t.Fatal("a control batch after a gap was taken")
+	}
+	if err := applyAt(t, gapped, command{Op: "snapshot", After: 4}, 9); err == nil {
+		t.Fatal("a snapshot with no state after a gap was taken")
+	}
+	if gapped.Applied() != 5 {
+		t.Fatalf("after the refused gaps: applied %d", gapped.Applied())
+	}
 }
