@@ -61,6 +61,8 @@ var (
 	descControllerLead  = nodeDesc("controller_leader", "1 when this node leads the controller group, else 0.")
 	descBrokers         = nodeDesc("live_brokers", "Live members of the cluster as this node sees them.")
 	descOffsetGroups    = nodeDesc("offset_groups", "Consumer groups with committed offsets, as this node's metadata holds them.")
+	descCtrlLogStart    = nodeDesc("controller_log_start_offset", "First offset of this node's replica of the controller log (the last metadata snapshot's).")
+	descCtrlLogEnd      = nodeDesc("controller_log_end_offset", "Offset after the last batch of this node's replica of the controller log.")
 )
 
 // nodeCollector is a prometheus.Collector over one node's current state.
@@ -72,7 +74,7 @@ func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		descGated, descCommitLag, descLastContact, descRecDuration, descRecTruncated,
 		descProducers, descProdForgotten,
 		descInfo, descReady, descReplicas, descPartitionsLed, descUnderReplicated, descGatedReplicas,
-		descControllerLead, descBrokers, descOffsetGroups,
+		descControllerLead, descBrokers, descOffsetGroups, descCtrlLogStart, descCtrlLogEnd,
 	} {
 		ch <- d
 	}
@@ -150,6 +152,9 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descControllerLead, b2f(nd.ControllerID() == nd.ID()))
 	gauge(descBrokers, float64(len(nd.Brokers())))
 	gauge(descOffsetGroups, float64(len(nd.Meta().OffsetGroups())))
+	start, end := nd.ControllerLog()
+	gauge(descCtrlLogStart, float64(start))
+	gauge(descCtrlLogEnd, float64(end))
 }
 
 // metricsHandler serves /metrics from a registry of its own: the node's
