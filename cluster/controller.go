@@ -57,14 +57,7 @@ func (n *Node) serveRPC() {
 			switch req.Op {
 			case "append":
 				ctx, cancel := context.WithTimeout(n.ctx, 20*time.Second)
-				var off int64
-				var err error
-				if req.Cmd.Op == "snapshot" {
-					// Only the leader's own, taken under appendMu, is one.
-					off, err = -1, errors.New("cluster: a snapshot is not forwarded")
-				} else {
-					off, err = n.appendCommand(ctx, req.Cmd)
-				}
+				off, err := n.appendCommand(ctx, req.Cmd)
 				cancel()
 				resp.Offset = off
 				if err != nil {
@@ -108,16 +101,8 @@ func (n *Node) controllerAppend(ctx context.Context, c command) (int64, error) {
 		case <-time.After(100 * time.Millisecond): // the controller is electing: retry
 		}
 	}
-	for n.meta.Applied() <= off {
-		ch := n.meta.changes()
-		if n.meta.Applied() > off {
-			break
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return -1, kerr.RequestTimedOut
-		}
+	if err := n.waitApplied(ctx, off+1); err != nil {
+		return -1, kerr.RequestTimedOut
 	}
 	return off, nil
 }

@@ -80,10 +80,7 @@ type Meta struct {
 	// "topic/partition".
 	offsets map[string]map[string]GroupOffset
 	applied int64 // offset after the last applied batch
-	// lastCmd is the offset of the last applied command (-1: none);
-	// since counts the commands applied after the last snapshot taken.
-	lastCmd int64
-	since   int
+	lastCmd int64 // offset of the last applied command (-1: none)
 	snapAt  int64 // offset of the last snapshot applied as the state (-1: none)
 	// lastProducerID is the highest producer id allocated (-1: none).
 	lastProducerID int64
@@ -213,7 +210,6 @@ func (m *Meta) applyOne(c command, offset int64, gap bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	defer func() { m.lastCmd = offset }()
-	m.since++
 	switch c.Op {
 	case "init":
 		if m.clusterID == "" {

@@ -50,8 +50,9 @@ type Config struct {
 	// controller group (default 3, or fewer when the cluster is smaller at
 	// its first start: see ExpectNodes).
 	ControllerVoters int
-	// ControllerSnapshotCommands is how many metadata commands (committed
-	// offsets, mostly) are applied between two snapshots of the metadata,
+	// ControllerSnapshotCommands is how many offsets of the controller log
+	// (one per metadata command: committed offsets, mostly, and Raft's few
+	// control batches) are applied between two snapshots of the metadata,
 	// after each of which the controller log's start moves up to the
 	// snapshot (default DefaultControllerSnapshotCommands; negative: never,
 	// the log is kept whole).
@@ -119,10 +120,10 @@ type Node struct {
 	// alone by a snapshot's (snapshot.go).
 	appendMu     sync.RWMutex
 	snapshotting atomic.Bool
-	// snapshotRetry is the count of commands since the last snapshot
-	// below which a failed one is not tried again.
-	snapshotRetry atomic.Int64
-	leaders       *leaderTable
+	// snapshotRetryAt is the applied offset below which a failed
+	// snapshot is not tried again.
+	snapshotRetryAt atomic.Int64
+	leaders         *leaderTable
 
 	// members are the live members' broker information by member name,
 	// copied in memberlist's event callbacks, which run under its lock:

@@ -2,9 +2,9 @@ package cluster
 
 import (
 	"context"
-	"encoding/hex"
+	"errors"
 	"fmt"
-	"sort"
+	"maps"
 	"time"
 
 	"github.com/raftlog/raftlog/replication"
@@ -13,10 +13,11 @@ import (
 // Snapshots of the metadata.
 //
 // Every committed consumer-group offset is a controller command, so the
-// controller log grows with every commit. Once DefaultControllerSnapshot
-// commands (Config.ControllerSnapshotCommands) have been applied since the
-// last snapshot, the controller's leader appends a `snapshot` command
-// holding the whole state, and once every node can have applied it moves
+// controller log grows with every commit. Once
+// Config.ControllerSnapshotCommands offsets of it (about as many commands)
+// have been applied since the last snapshot, the controller's leader
+// appends a `snapshot` command holding the whole state, and once every
+// node can have applied it moves
 // the log start up to it (Kafka's DeleteRecords, through Raft, so every
 // replica's log follows). A node then replays from the snapshot on start,
 // and a replica restored from its leader's log (a Raft snapshot install)
@@ -33,44 +34,26 @@ import (
 // Config.ControllerSnapshotCommands.
 const DefaultControllerSnapshotCommands = 10000
 
-// metaState is the whole metadata, as a snapshot command carries it.
+// metaState is the whole metadata, as a snapshot command carries it (in
+// Meta's own shapes: JSON writes maps in key order).
 type metaState struct {
-	ClusterID      string                   `json:"cluster_id"`
-	Topics         []stateTopic             `json:"topics,omitempty"`
-	Offsets        map[string][]GroupOffset `json:"offsets,omitempty"`
-	LastProducerID int64                    `json:"last_producer_id"`
-}
-
-type stateTopic struct {
-	Name        string                 `json:"name"`
-	ID          string                 `json:"id"`
-	Partitions  [][]int32              `json:"partitions"`
-	Configs     map[string]string      `json:"configs,omitempty"`
-	Reassigning map[int32]Reassignment `json:"reassigning,omitempty"`
+	ClusterID      string                            `json:"cluster_id"`
+	Topics         map[string]Topic                  `json:"topics,omitempty"`
+	Offsets        map[string]map[string]GroupOffset `json:"offsets,omitempty"`
+	LastProducerID int64                             `json:"last_producer_id"`
 }
 
 // capture returns the state and the offset of the last command in it.
 func (m *Meta) capture() (metaState, int64) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	s := metaState{ClusterID: m.clusterID, LastProducerID: m.lastProducerID}
-	names := make([]string, 0, len(m.topics))
-	for name := range m.topics {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		c := copyTopic(m.topics[name])
-		s.Topics = append(s.Topics, stateTopic{Name: c.Name, ID: hex.EncodeToString(c.ID[:]), Partitions: c.Partitions, Configs: c.Configs, Reassigning: c.Reassigning})
+	s := metaState{ClusterID: m.clusterID, LastProducerID: m.lastProducerID,
+		Topics: map[string]Topic{}, Offsets: map[string]map[string]GroupOffset{}}
+	for name, t := range m.topics {
+		s.Topics[name] = copyTopic(t)
 	}
 	for g, offs := range m.offsets {
-		if s.Offsets == nil {
-			s.Offsets = map[string][]GroupOffset{}
-		}
-		s.Offsets[g] = make([]GroupOffset, 0, len(offs)) // a group with none stays listed
-		for _, o := range offs {
-			s.Offsets[g] = append(s.Offsets[g], o)
-		}
+		s.Offsets[g] = maps.Clone(offs)
 	}
 	return s, m.lastCmd
 }
@@ -87,34 +70,27 @@ func (m *Meta) applySnapshot(c command, offset int64, gap bool) {
 		m.clusterID = st.ClusterID
 	}
 	m.topics = map[string]*Topic{}
-	for _, t := range st.Topics {
-		nt := &Topic{Name: t.Name, Partitions: t.Partitions, Configs: t.Configs, Reassigning: t.Reassigning}
-		if nt.Configs == nil {
-			nt.Configs = map[string]string{}
+	for name, t := range st.Topics {
+		if t.Configs == nil {
+			t.Configs = map[string]string{}
 		}
-		if id, err := hex.DecodeString(t.ID); err == nil && len(id) == 16 {
-			copy(nt.ID[:], id)
-		}
-		m.topics[t.Name] = nt
+		m.topics[name] = &t
 	}
-	m.offsets = map[string]map[string]GroupOffset{}
-	for g, offs := range st.Offsets {
-		m.offsets[g] = map[string]GroupOffset{}
-		for _, o := range offs {
-			m.offsets[g][offsetKey(o.Topic, o.Partition)] = o
-		}
+	m.offsets = st.Offsets // decoded for this command alone
+	if m.offsets == nil {
+		m.offsets = map[string]map[string]GroupOffset{}
 	}
 	m.lastProducerID = st.LastProducerID
-	m.since = 0
 	m.snapAt = offset
 }
 
-// sinceSnapshot is how many commands were applied after the last
-// snapshot (or since the log start, before the first).
-func (m *Meta) sinceSnapshot() int {
+// sinceSnapshot is how many offsets of the controller log were applied
+// after the last snapshot (or from the log start, before the first): its
+// commands, and the few control batches of Raft's between them.
+func (m *Meta) sinceSnapshot() int64 {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return m.since
+	return m.applied - (m.snapAt + 1)
 }
 
 // snapshotAt reports whether the snapshot at offset was applied as the state.
@@ -125,8 +101,12 @@ func (m *Meta) snapshotAt(offset int64) bool {
 }
 
 // appendCommand appends a command on the controller's leader; snapshots
-// exclude every other append (see above).
+// exclude every other append (see above), and only snapshotController
+// appends one.
 func (n *Node) appendCommand(ctx context.Context, c command) (int64, error) {
+	if c.Op == "snapshot" {
+		return -1, errors.New("cluster: a snapshot is appended only by the controller's leader itself")
+	}
 	n.appendMu.RLock()
 	defer n.appendMu.RUnlock()
 	return n.ctrl.Append(ctx, encodeCommand(c), replication.AcksAll)
@@ -135,12 +115,11 @@ func (n *Node) appendCommand(ctx context.Context, c command) (int64, error) {
 // maybeSnapshotController starts a snapshot of the metadata when this node
 // leads the controller and enough commands were applied since the last.
 func (n *Node) maybeSnapshotController() {
-	every := n.cfg.ControllerSnapshotCommands
+	every := int64(n.cfg.ControllerSnapshotCommands)
 	if every == 0 {
 		every = DefaultControllerSnapshotCommands
 	}
-	since := n.meta.sinceSnapshot()
-	if every < 0 || since < every || int64(since) < n.snapshotRetry.Load() || !n.ctrl.IsLeader() {
+	if every < 0 || n.meta.sinceSnapshot() < every || n.meta.Applied() < n.snapshotRetryAt.Load() || !n.ctrl.IsLeader() {
 		return
 	}
 	// Not while this node is still applying (a new leader replaying its
@@ -155,12 +134,10 @@ func (n *Node) maybeSnapshotController() {
 		ctx, cancel := context.WithTimeout(n.ctx, 30*time.Second)
 		defer cancel()
 		if err := n.snapshotController(ctx); err != nil {
-			// Not again before as many commands more.
-			n.snapshotRetry.Store(int64(n.meta.sinceSnapshot() + every))
+			// Not again before as many offsets more.
+			n.snapshotRetryAt.Store(n.meta.Applied() + every)
 			n.logger.Warn("controller snapshot", "error", err)
-			return
 		}
-		n.snapshotRetry.Store(0)
 	}()
 }
 

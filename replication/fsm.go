@@ -156,15 +156,12 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
-	if pos, ok := f.store.entryAt(h.index); ok && pos.next == h.end {
-		var e raft.Log
-		if err := f.store.GetLog(h.index, &e); err == nil && e.Term == h.term {
-			if _, err := io.Copy(io.Discard, rc); err != nil {
-				return err
-			}
-			f.advance(h.end, h.index)
-			return nil
+	if pos, ok := f.store.entryAt(h.index); ok && pos.next == h.end && f.store.holds(h.index, h.term) {
+		if _, err := io.Copy(io.Discard, rc); err != nil {
+			return err
 		}
+		f.advance(h.end, h.index)
+		return nil
 	}
 	if err := f.replay(rc, h); err != nil {
 		return err

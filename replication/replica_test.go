@@ -566,7 +566,14 @@ func TestCatchUpWithFrequentSnapshots(t *testing.T) {
 	})
 	a := acked{}
 	lag := killFollower(g, a)
+	lagLast, _ := lag.rep.store.LastIndex()
 	g.produceTo(a, 10, 100)
+	// The leader compacts past what the lagging replica holds: it can
+	// catch up only through a snapshot.
+	waitFor(t, "the leader to compact past the lagging replica", 10*time.Second, func() bool {
+		first, _ := g.leader().rep.store.FirstIndex()
+		return first > lagLast+1
+	})
 	var ld *tnode
 	for {
 		ld = g.leader()

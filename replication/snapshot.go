@@ -169,8 +169,7 @@ func (s *snapshotStore) redundantInstall(index, term uint64) error {
 	held := false
 	switch {
 	case index >= first:
-		var l raft.Log
-		held = s.store.GetLog(index, &l) == nil && l.Term == term
+		held = s.store.holds(index, term)
 	case index+1 == first:
 		// The entry before the first held is the newest snapshot's.
 		if metas, err := s.list(); err == nil && len(metas) > 0 {

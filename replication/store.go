@@ -463,6 +463,14 @@ func (s *logStore) DeleteRange(min, max uint64) error {
 	return fmt.Errorf("replication: delete of entries %d-%d inside [%d, %d]", min, max, s.first, last)
 }
 
+// holds reports whether the store holds entry index with that term: then,
+// by Raft's log matching, it holds everything a snapshot ending there
+// stands for.
+func (s *logStore) holds(index, term uint64) bool {
+	var l raft.Log
+	return s.GetLog(index, &l) == nil && l.Term == term
+}
+
 // offsetAfter is the offset following entry index, when the store holds it.
 func (s *logStore) offsetAfter(index uint64) (int64, bool) {
 	s.mu.RLock()

@@ -74,7 +74,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.rack, "rack", "", "rack (replicas are spread over racks)")
 	fs.StringVar(&f.bootIDFile, "boot-id-file", "/proc/sys/kernel/random/boot_id", "file holding the kernel boot id (the vote guard reads it)")
 	fs.IntVar(&f.controllerVoters, "controller-voters", 3, "how many nodes (lowest ids) form the controller group")
-	fs.IntVar(&f.ctrlSnapshot, "controller-snapshot-commands", cluster.DefaultControllerSnapshotCommands, "metadata commands (committed offsets, mostly) between two snapshots of the metadata, after each of which the controller log starts at the snapshot (negative: never, the log is kept whole)")
+	fs.IntVar(&f.ctrlSnapshot, "controller-snapshot-commands", cluster.DefaultControllerSnapshotCommands, "controller log offsets (one per metadata command: committed offsets, mostly) between two snapshots of the metadata, after each of which the controller log starts at the snapshot (negative: never, the log is kept whole)")
 	fs.IntVar(&f.expectNodes, "expect-nodes", 0, "members needed before the cluster first forms (default: --controller-voters)")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
