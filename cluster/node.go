@@ -57,6 +57,11 @@ type Config struct {
 	// snapshot (default DefaultControllerSnapshotCommands; negative: never,
 	// the log is kept whole).
 	ControllerSnapshotCommands int
+	// RaftDirectConnections bounds the direct connections this node dials
+	// to each peer for the partitions' append streams (see
+	// replication.Mux; default replication.DefaultDirectLimit; negative:
+	// none, every stream on the one connection per peer).
+	RaftDirectConnections int
 	// ExpectNodes is how many nodes must be members before the controller
 	// is bootstrapped the first time (default ControllerVoters).
 	ExpectNodes int
@@ -187,7 +192,11 @@ func Start(cfg Config) (*Node, error) {
 	if n.ln, err = net.Listen("tcp", cfg.RaftAddr); err != nil {
 		return nil, fmt.Errorf("cluster: raft listener: %w", err)
 	}
-	n.mux = replication.NewMux(n.ln, cfg.AdvertisedRaftAddr, replication.WithMuxLogger(n.logger.Named("mux")))
+	direct := cfg.RaftDirectConnections
+	if direct == 0 {
+		direct = replication.DefaultDirectLimit
+	}
+	n.mux = replication.NewMux(n.ln, cfg.AdvertisedRaftAddr, replication.WithMuxLogger(n.logger.Named("mux")), replication.WithDirectLimit(direct))
 	if n.rpcLayer, err = n.mux.Layer(clusterRPCGroup); err != nil {
 		n.mux.Close()
 		return nil, err

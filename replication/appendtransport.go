@@ -14,7 +14,8 @@ import (
 
 // appendTransport is a group's raft.Transport. AppendEntries, heartbeats
 // and the replication pipeline travel on streams of their own, named
-// group+appendStreamSuffix on the mux, in the format of appendwire.go;
+// group+appendStreamSuffix on the mux (direct connections while the
+// peer's bound allows: Mux.DirectLayer), in the format of appendwire.go;
 // every other RPC (votes, pre-votes, snapshots, TimeoutNow) goes through
 // the wrapped raft.NetworkTransport on the group's own streams. So a
 // follower reads each entry's bytes once into a buffer of their size,

@@ -50,60 +50,73 @@ func BenchmarkLocalAppend(b *testing.B) {
 	}
 }
 
+// BenchmarkReplicatedAppend appends 16 KiB batches to a 3-replica group
+// on loopback and real files, acks=all, from 1 and 8 producers.
+// transport=session sends the appends on the node-wide yamux session,
+// transport=direct on direct connections (the default; see Mux).
 func BenchmarkReplicatedAppend(b *testing.B) {
-	for _, producers := range []int{1, 8} {
-		b.Run(fmt.Sprintf("producers=%d", producers), func(b *testing.B) {
-			reps := benchGroup(b, 3)
-			var ld *Replica
-			waitFor(b, "a leader", 20*time.Second, func() bool {
-				for _, r := range reps {
-					if r.IsLeader() {
-						ld = r
-						return true
-					}
-				}
-				return false
+	for _, tr := range []struct {
+		name  string
+		limit int
+	}{{"session", 0}, {"direct", DefaultDirectLimit}} {
+		for _, producers := range []int{1, 8} {
+			b.Run(fmt.Sprintf("transport=%s/producers=%d", tr.name, producers), func(b *testing.B) {
+				benchReplicatedAppend(b, tr.limit, producers)
 			})
-			proto := benchBatch()
-			lat := make([]time.Duration, b.N)
-			b.SetBytes(int64(len(proto)))
-			b.ResetTimer()
-			var wg sync.WaitGroup
-			var mu sync.Mutex
-			next := 0
-			for p := 0; p < producers; p++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						mu.Lock()
-						i := next
-						next++
-						mu.Unlock()
-						if i >= b.N {
-							return
-						}
-						buf := append([]byte(nil), proto...)
-						t0 := time.Now()
-						if _, err := ld.Append(context.Background(), buf, AcksAll); err != nil {
-							b.Error(err)
-							return
-						}
-						lat[i] = time.Since(t0)
-					}
-				}()
-			}
-			wg.Wait()
-			b.StopTimer()
-			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
-		})
+		}
 	}
 }
 
+func benchReplicatedAppend(b *testing.B, directLimit, producers int) {
+	reps := benchGroup(b, 3, directLimit)
+	var ld *Replica
+	waitFor(b, "a leader", 20*time.Second, func() bool {
+		for _, r := range reps {
+			if r.IsLeader() {
+				ld = r
+				return true
+			}
+		}
+		return false
+	})
+	proto := benchBatch()
+	lat := make([]time.Duration, b.N)
+	b.SetBytes(int64(len(proto)))
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	next := 0
+	for p := 0; p < producers; p++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= b.N {
+					return
+				}
+				buf := append([]byte(nil), proto...)
+				t0 := time.Now()
+				if _, err := ld.Append(context.Background(), buf, AcksAll); err != nil {
+					b.Error(err)
+					return
+				}
+				lat[i] = time.Since(t0)
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
+
 // benchGroup starts n replicas on real files and loopback, bootstrapped.
-func benchGroup(b *testing.B, n int) []*Replica {
+func benchGroup(b *testing.B, n, directLimit int) []*Replica {
 	var reps []*Replica
 	var servers []raft.Server
 	for i := 0; i < n; i++ {
@@ -111,7 +124,7 @@ func benchGroup(b *testing.B, n int) []*Replica {
 		if err != nil {
 			b.Fatal(err)
 		}
-		mux := NewMux(ln, "")
+		mux := NewMux(ln, "", WithDirectLimit(directLimit))
 		r, err := Open(Config{Group: "bench-0", NodeID: fmt.Sprintf("b%d", i), Dir: b.TempDir(), Mux: mux,
 			Logger: hclog.NewNullLogger(), Raft: RaftConfig{HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
 				LeaderLeaseTimeout: 250 * time.Millisecond, CommitTimeout: 2 * time.Millisecond}})

@@ -2,12 +2,14 @@ package replication
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -33,6 +35,20 @@ import (
 // (yet): without it the dialer would only learn by writing, and a large
 // write (an InstallSnapshot of many MB) into a stream nobody reads blocks
 // until the transport's deadline, scaled by the snapshot size to minutes.
+//
+// Direct connections: a group registered with DirectLayer (a partition's
+// append streams, which carry every batch to every follower) dials a TCP
+// connection of its own per stream instead, up to a bound per peer
+// (WithDirectLimit); past it, and to a peer that does not take them, its
+// streams go on the session as any other. A direct connection starts with
+// the magic "RLMD" and 8 bytes of flags (zero; with the magic, at least a
+// yamux frame header, so that a node that predates direct connections
+// reads a bad frame at once and closes the connection, and the dialer
+// sends the stream on the session instead), then the stream handshake
+// above without its magic.
+// On the session, every frame passes two more goroutines (yamux's send and
+// receive loops) and two more copies on its way; a direct connection is
+// written from the caller's buffers and read into the reader's.
 type Mux struct {
 	ln     net.Listener
 	addr   raft.ServerAddress
@@ -44,7 +60,11 @@ type Mux struct {
 	dialing  map[raft.ServerAddress]*dialCall
 	groups   map[string]*groupLayer
 	closed   bool
-	conns    map[net.Conn]struct{} // accepted connections, closed with the mux
+	conns    map[net.Conn]struct{} // accepted connections and dialed direct ones, closed with the mux
+
+	directLimit int
+	direct      map[raft.ServerAddress]int       // direct connections dialed to each peer and open
+	noDirect    map[raft.ServerAddress]time.Time // peers that refused one, until when not to try again
 
 	wg sync.WaitGroup
 }
@@ -58,7 +78,10 @@ type dialCall struct {
 	err  error
 }
 
-var muxMagic = [4]byte{'R', 'L', 'M', 'X'}
+var (
+	muxMagic    = [4]byte{'R', 'L', 'M', 'X'}
+	directMagic = [4]byte{'R', 'L', 'M', 'D'}
+)
 
 // MuxOption configures NewMux.
 type MuxOption func(*Mux)
@@ -68,6 +91,24 @@ func WithDialer(d DialFunc) MuxOption { return func(m *Mux) { m.dial = d } }
 
 // WithMuxLogger sets the logger.
 func WithMuxLogger(l hclog.Logger) MuxOption { return func(m *Mux) { m.logger = l } }
+
+// WithDirectLimit bounds the direct connections dialed to one peer
+// (default DefaultDirectLimit; 0 or less: none, every stream on the
+// session).
+func WithDirectLimit(n int) MuxOption { return func(m *Mux) { m.directLimit = n } }
+
+// DefaultDirectLimit is the direct connections a node dials to one peer
+// at most: enough for the append streams of the partitions it leads with
+// replicas there on most nodes (each holds one per follower while it
+// leads, more while several requests are in flight outside the
+// pipeline), few enough that a node's connections stay bounded whatever
+// the number of partitions.
+const DefaultDirectLimit = 128
+
+// noDirectRetry is how long a peer that refused a direct connection (a
+// node that predates them) is sent every stream on the session before
+// one is tried again.
+const noDirectRetry = time.Minute
 
 // ErrMuxClosed is returned once the mux is closed.
 var ErrMuxClosed = errors.New("replication: transport closed")
@@ -92,6 +133,10 @@ func NewMux(ln net.Listener, advertise string, opts ...MuxOption) *Mux {
 		dialing:  map[raft.ServerAddress]*dialCall{},
 		groups:   map[string]*groupLayer{},
 		conns:    map[net.Conn]struct{}{},
+
+		directLimit: DefaultDirectLimit,
+		direct:      map[raft.ServerAddress]int{},
+		noDirect:    map[raft.ServerAddress]time.Time{},
 	}
 	for _, o := range opts {
 		o(m)
@@ -152,13 +197,37 @@ func (m *Mux) acceptLoop() {
 
 func (m *Mux) serveConn(c net.Conn) {
 	defer m.wg.Done()
-	defer func() {
-		c.Close()
+	forget := func() {
 		m.mu.Lock()
 		delete(m.conns, c)
 		m.mu.Unlock()
+	}
+	// A session's first frame, or a direct connection's magic. Not under
+	// a deadline: a session need not open a stream at once, and the mux's
+	// Close ends the read.
+	br := bufio.NewReader(c)
+	var magic [4]byte
+	if _, err := io.ReadFull(br, magic[:]); err != nil {
+		c.Close()
+		forget()
+		return
+	}
+	if magic == directMagic {
+		c.SetReadDeadline(time.Now().Add(handshakeTimeout))
+		var flags [8]byte
+		if _, err := io.ReadFull(br, flags[:]); err != nil || flags != [8]byte{} {
+			c.Close()
+			forget()
+			return
+		}
+		m.route(c, br, forget)
+		return
+	}
+	defer func() {
+		c.Close()
+		forget()
 	}()
-	s, err := yamux.Server(c, yamuxConfig(m.logger))
+	s, err := yamux.Server(&peekedConn{Conn: c, r: io.MultiReader(bytes.NewReader(magic[:]), br)}, yamuxConfig(m.logger))
 	if err != nil {
 		return
 	}
@@ -172,7 +241,16 @@ func (m *Mux) serveConn(c net.Conn) {
 	}
 }
 
-// routeStream reads the handshake and hands the stream to its group.
+// peekedConn is a connection whose first bytes were read to tell a
+// session from a direct connection: its reads start with them.
+type peekedConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *peekedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// routeStream reads a session stream's magic and routes it.
 func (m *Mux) routeStream(st *yamux.Stream) {
 	st.SetReadDeadline(time.Now().Add(handshakeTimeout))
 	br := bufio.NewReader(st)
@@ -181,34 +259,48 @@ func (m *Mux) routeStream(st *yamux.Stream) {
 		st.Close()
 		return
 	}
+	m.route(st, br, nil)
+}
+
+// route reads the rest of the handshake of c (a session stream or a direct
+// connection, its magic read from br) and hands it to its group. onClose,
+// if not nil, is called once when c is closed.
+func (m *Mux) route(c net.Conn, br *bufio.Reader, onClose func()) {
+	fail := func() {
+		c.Close()
+		if onClose != nil {
+			onClose()
+		}
+	}
+	c.SetReadDeadline(time.Now().Add(handshakeTimeout))
 	n, err := binary.ReadUvarint(br)
 	if err != nil || n > maxGroupName {
-		st.Close()
+		fail()
 		return
 	}
 	name := make([]byte, n)
 	if _, err := io.ReadFull(br, name); err != nil {
-		st.Close()
+		fail()
 		return
 	}
-	st.SetReadDeadline(time.Time{})
+	c.SetReadDeadline(time.Time{})
 	m.mu.Lock()
 	g := m.groups[string(name)]
 	m.mu.Unlock()
-	st.SetWriteDeadline(time.Now().Add(handshakeTimeout))
+	c.SetWriteDeadline(time.Now().Add(handshakeTimeout))
 	if g == nil {
-		st.Write([]byte{0}) // not (yet) hosted here: the peer retries
-		st.Close()
+		c.Write([]byte{0}) // not (yet) hosted here: the peer retries
+		fail()
 		return
 	}
-	if _, err := st.Write([]byte{1}); err != nil {
-		st.Close()
+	if _, err := c.Write([]byte{1}); err != nil {
+		fail()
 		return
 	}
-	st.SetWriteDeadline(time.Time{})
-	conn := &bufferedConn{Conn: st, r: br, g: g}
+	c.SetWriteDeadline(time.Time{})
+	conn := &bufferedConn{Conn: c, r: br, g: g, onClose: onClose}
 	if !g.track(conn) {
-		st.Close()
+		conn.Close()
 		return
 	}
 	select {
@@ -221,16 +313,23 @@ func (m *Mux) routeStream(st *yamux.Stream) {
 // bufferedConn is an accepted stream of a group.
 type bufferedConn struct {
 	net.Conn
-	r    *bufio.Reader
-	g    *groupLayer
-	once sync.Once
+	r       *bufio.Reader
+	g       *groupLayer
+	onClose func()
+	once    sync.Once
 }
 
 func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 func (c *bufferedConn) Close() error {
-	c.once.Do(func() { c.g.untrack(c) })
-	return c.Conn.Close()
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		c.g.untrack(c)
+		if c.onClose != nil {
+			c.onClose()
+		}
+	})
+	return err
 }
 
 // session returns the session to addr, dialing it once for all callers.
@@ -276,7 +375,7 @@ func (m *Mux) session(addr raft.ServerAddress, timeout time.Duration) (*yamux.Se
 	return call.s, call.err
 }
 
-// Dial opens a stream to group on the node at addr.
+// Dial opens a stream to group on the node at addr, on the session.
 func (m *Mux) Dial(group string, addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	s, err := m.session(addr, timeout)
 	if err != nil {
@@ -287,26 +386,113 @@ func (m *Mux) Dial(group string, addr raft.ServerAddress, timeout time.Duration)
 		s.Close()
 		return nil, err
 	}
-	hs := append([]byte(nil), muxMagic[:]...)
+	if err := handshake(st, muxMagic, group, addr); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
+// handshake names group to the acceptor of c and reads its answer.
+func handshake(c net.Conn, magic [4]byte, group string, addr raft.ServerAddress) error {
+	hs := append([]byte(nil), magic[:]...)
+	if magic == directMagic {
+		hs = append(hs, make([]byte, 8)...) // flags
+	}
 	hs = binary.AppendUvarint(hs, uint64(len(group)))
 	hs = append(hs, group...)
-	st.SetWriteDeadline(time.Now().Add(handshakeTimeout))
-	if _, err := st.Write(hs); err != nil {
-		st.Close()
-		return nil, err
+	c.SetWriteDeadline(time.Now().Add(handshakeTimeout))
+	if _, err := c.Write(hs); err != nil {
+		return err
 	}
-	st.SetWriteDeadline(time.Time{})
+	c.SetWriteDeadline(time.Time{})
 	var ok [1]byte
-	st.SetReadDeadline(time.Now().Add(handshakeTimeout))
-	if _, err := io.ReadFull(st, ok[:]); err != nil || ok[0] != 1 {
-		st.Close()
-		if err == nil {
-			err = fmt.Errorf("%w: group %q at %s", ErrGroupNotHosted, group, addr)
+	c.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	if _, err := io.ReadFull(c, ok[:]); err != nil {
+		return err
+	}
+	if ok[0] != 1 {
+		return fmt.Errorf("%w: group %q at %s", ErrGroupNotHosted, group, addr)
+	}
+	c.SetReadDeadline(time.Time{})
+	return nil
+}
+
+// dialDirect opens a direct connection to group on the node at addr, or
+// returns nil and no error when it should go on the session instead: the
+// peer has its bound of them, or does not take them.
+func (m *Mux) dialDirect(group string, addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, ErrMuxClosed
+	}
+	if m.direct[addr] >= m.directLimit || time.Now().Before(m.noDirect[addr]) {
+		m.mu.Unlock()
+		return nil, nil
+	}
+	m.direct[addr]++
+	m.mu.Unlock()
+	release := func() {
+		m.mu.Lock()
+		if m.direct[addr]--; m.direct[addr] <= 0 {
+			delete(m.direct, addr)
 		}
+		m.mu.Unlock()
+	}
+	c, err := m.dial(string(addr), timeout)
+	if err != nil {
+		release()
 		return nil, err
 	}
-	st.SetReadDeadline(time.Time{})
-	return st, nil
+	dc := &directConn{Conn: c}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		c.Close()
+		release()
+		return nil, ErrMuxClosed
+	}
+	m.conns[dc] = struct{}{}
+	m.mu.Unlock()
+	dc.onClose = func() {
+		m.mu.Lock()
+		delete(m.conns, dc)
+		m.mu.Unlock()
+		release()
+	}
+	err = handshake(dc, directMagic, group, addr)
+	if err == nil {
+		return dc, nil
+	}
+	dc.Close()
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+		// Closed without an answer: a node that predates direct
+		// connections read the magic as a session's bad frame.
+		m.mu.Lock()
+		m.noDirect[addr] = time.Now().Add(noDirectRetry)
+		m.mu.Unlock()
+		m.logger.Info("peer takes no direct connections: its streams go on the session", "peer", addr)
+		return nil, nil
+	}
+	return nil, err
+}
+
+// directConn is a dialed direct connection.
+type directConn struct {
+	net.Conn
+	once    sync.Once
+	onClose func()
+}
+
+func (c *directConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		if c.onClose != nil {
+			c.onClose()
+		}
+	})
+	return err
 }
 
 // ErrGroupNotHosted is Dial's error when the peer hosts no replica of the
@@ -314,7 +500,14 @@ func (m *Mux) Dial(group string, addr raft.ServerAddress, timeout time.Duration)
 var ErrGroupNotHosted = errors.New("replication: group not hosted by the peer")
 
 // Layer registers group and returns its raft.StreamLayer.
-func (m *Mux) Layer(group string) (raft.StreamLayer, error) {
+func (m *Mux) Layer(group string) (raft.StreamLayer, error) { return m.layer(group, false) }
+
+// DirectLayer is Layer for a group whose streams are dialed as direct
+// connections while the peer's bound allows (see Mux). It accepts streams
+// that come either way.
+func (m *Mux) DirectLayer(group string) (raft.StreamLayer, error) { return m.layer(group, true) }
+
+func (m *Mux) layer(group string, direct bool) (*groupLayer, error) {
 	if len(group) > maxGroupName {
 		return nil, fmt.Errorf("replication: group name of %d bytes", len(group))
 	}
@@ -326,7 +519,7 @@ func (m *Mux) Layer(group string) (raft.StreamLayer, error) {
 	if m.groups[group] != nil {
 		return nil, fmt.Errorf("replication: group %q already registered", group)
 	}
-	g := &groupLayer{mux: m, name: group, accept: make(chan net.Conn), closed: make(chan struct{})}
+	g := &groupLayer{mux: m, name: group, direct: direct, accept: make(chan net.Conn), closed: make(chan struct{})}
 	m.groups[group] = g
 	return g, nil
 }
@@ -361,6 +554,7 @@ func (m *Mux) Close() error {
 type groupLayer struct {
 	mux    *Mux
 	name   string
+	direct bool // dial direct connections (DirectLayer)
 	accept chan net.Conn
 	once   sync.Once
 	closed chan struct{}
@@ -428,6 +622,11 @@ func (g *groupLayer) Close() error {
 func (g *groupLayer) Addr() net.Addr { return muxAddr(g.mux.addr) }
 
 func (g *groupLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	if g.direct {
+		if c, err := g.mux.dialDirect(g.name, addr, timeout); c != nil || err != nil {
+			return c, err
+		}
+	}
 	return g.mux.Dial(g.name, addr, timeout)
 }
 

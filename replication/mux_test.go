@@ -1,25 +1,37 @@
 package replication
 
 import (
+	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/hashicorp/yamux"
 	"github.com/raftlog/raftlog/log"
 	"github.com/raftlog/raftlog/log/vfs"
 )
 
 // TestMuxConnectionsDoNotGrowWithGroups: three nodes host 12 groups each;
 // every group elects and commits through its append streams, and each
-// node holds at most one outgoing
-// and one incoming TCP connection per peer, whatever the number of groups.
+// node holds at most one session to each peer and, with direct
+// connections, at most their bound of those, whatever the number of
+// groups.
 func TestMuxConnectionsDoNotGrowWithGroups(t *testing.T) {
+	for _, limit := range []int{0, 2} {
+		t.Run(fmt.Sprintf("direct=%d", limit), func(t *testing.T) { testMuxConnections(t, limit) })
+	}
+}
+
+func testMuxConnections(t *testing.T, directLimit int) {
 	const nodes, groups = 3, 12
-	muxes := newTestMuxes(t, nodes)
+	muxes := newTestMuxes(t, nodes, WithDirectLimit(directLimit))
 	var all [][]*Replica
 	for g := 0; g < groups; g++ {
 		var reps []*Replica
@@ -73,13 +85,27 @@ func TestMuxConnectionsDoNotGrowWithGroups(t *testing.T) {
 			return true
 		})
 	}
+	// m.conns holds the sessions accepted and the direct connections
+	// accepted and dialed.
+	peers, used := nodes-1, 0
 	for i, m := range muxes {
 		m.mu.Lock()
-		out, in := len(m.sessions), len(m.conns)
-		m.mu.Unlock()
-		if out > nodes-1 || in > nodes-1 {
-			t.Fatalf("node %d: %d outgoing and %d incoming connections for %d groups", i, out, in, groups)
+		sessions, conns := len(m.sessions), len(m.conns)
+		direct := 0
+		for addr, n := range m.direct {
+			if n > directLimit {
+				t.Errorf("node %d: %d direct connections to %s, bound %d", i, n, addr, directLimit)
+			}
+			direct += n
 		}
+		m.mu.Unlock()
+		used += direct
+		if sessions > peers || conns > peers+2*peers*directLimit {
+			t.Fatalf("node %d: %d sessions dialed and %d connections otherwise for %d groups", i, sessions, conns, groups)
+		}
+	}
+	if directLimit > 0 && used == 0 {
+		t.Fatal("no direct connection in use")
 	}
 }
 
@@ -138,6 +164,12 @@ func TestMuxDialUnhostedGroup(t *testing.T) {
 // within the stream close timeout instead of blocking on the window until
 // its own deadline.
 func TestMuxGroupCloseAbortsStreams(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) { testGroupCloseAborts(t, direct) })
+	}
+}
+
+func testGroupCloseAborts(t *testing.T, direct bool) {
 	muxes := newTestMuxes(t, 2)
 	layer, err := muxes[1].Layer("g")
 	if err != nil {
@@ -153,11 +185,25 @@ func TestMuxGroupCloseAbortsStreams(t *testing.T) {
 			accepted <- c // held, never read: a handler waiting for its next request
 		}
 	}()
-	reader, err := muxes[0].Dial("g", muxes[1].Addr(), 5*time.Second)
+	dial := func() (net.Conn, error) { return muxes[0].Dial("g", muxes[1].Addr(), 5*time.Second) }
+	if direct {
+		dl, err := muxes[0].DirectLayer("g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dial = func() (net.Conn, error) {
+			c, err := dl.Dial(muxes[1].Addr(), 5*time.Second)
+			if _, ok := c.(*directConn); err == nil && !ok {
+				t.Fatalf("dialed a %T, want a direct connection", c)
+			}
+			return c, err
+		}
+	}
+	reader, err := dial()
 	if err != nil {
 		t.Fatal(err)
 	}
-	writer, err := muxes[0].Dial("g", muxes[1].Addr(), 5*time.Second)
+	writer, err := dial()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,13 +223,171 @@ func TestMuxGroupCloseAbortsStreams(t *testing.T) {
 	}
 }
 
+// TestMuxDirect: a direct layer dials connections of their own, up to
+// the bound per peer, past it streams on the session, and direct again
+// once one is closed; a group the peer does not host fails at Dial as on
+// the session; bytes go both ways.
+func TestMuxDirect(t *testing.T) {
+	muxes := newTestMuxes(t, 2, WithDirectLimit(1))
+	peer := muxes[1].Addr()
+	dl, err := muxes[0].DirectLayer("g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dl.Dial(peer, 5*time.Second); !errors.Is(err, ErrGroupNotHosted) {
+		t.Fatalf("dial of a group not hosted: %v, want ErrGroupNotHosted", err)
+	}
+	if n := directCount(muxes[0], peer); n != 0 {
+		t.Fatalf("%d direct connections counted after a refused one", n)
+	}
+	layer, err := muxes[1].Layer("g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := layer.Accept()
+			if err != nil {
+				return
+			}
+			go func() { // echo
+				defer c.Close()
+				io.Copy(c, c)
+			}()
+		}
+	}()
+	echo := func(c net.Conn) {
+		t.Helper()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write([]byte("ping!")); err != nil {
+			t.Fatal(err)
+		}
+		reply := make([]byte, 5)
+		if _, err := io.ReadFull(c, reply); err != nil || string(reply) != "ping!" {
+			t.Fatalf("echo %q, %v", reply, err)
+		}
+	}
+	first, err := dl.Dial(peer, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := first.(*directConn); !ok {
+		t.Fatalf("first dial: a %T, want a direct connection", first)
+	}
+	echo(first)
+	second, err := dl.Dial(peer, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := second.(*directConn); ok {
+		t.Fatal("second dial: a direct connection past the bound of 1")
+	}
+	echo(second)
+	second.Close()
+	first.Close()
+	if n := directCount(muxes[0], peer); n != 0 {
+		t.Fatalf("%d direct connections counted after closing them", n)
+	}
+	third, err := dl.Dial(peer, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Close()
+	if _, ok := third.(*directConn); !ok {
+		t.Fatalf("dial after closing the direct one: a %T, want a direct connection", third)
+	}
+	echo(third)
+}
+
+// TestMuxDirectToOlderPeer: a peer that predates direct connections reads
+// one as a session's bad first frame and closes it; the stream then goes
+// on the session, and so do the next ones for a while, without a
+// connection attempt each.
+func TestMuxDirectToOlderPeer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns atomic.Int32
+	go func() { // the older mux: a session on every connection, streams as before
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			go func() {
+				defer c.Close()
+				s, err := yamux.Server(c, yamuxConfig(hclog.NewNullLogger()))
+				if err != nil {
+					return
+				}
+				defer s.Close()
+				for {
+					st, err := s.AcceptStream()
+					if err != nil {
+						return
+					}
+					go func() {
+						defer st.Close()
+						br := bufio.NewReader(st)
+						var magic [4]byte
+						if _, err := io.ReadFull(br, magic[:]); err != nil || magic != muxMagic {
+							return
+						}
+						n, _ := binary.ReadUvarint(br)
+						io.ReadFull(br, make([]byte, n))
+						st.Write([]byte{1})
+						io.Copy(st, br) // echo
+					}()
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	peer := raft.ServerAddress(ln.Addr().String())
+	m := newTestMuxes(t, 1)[0]
+	dl, err := m.DirectLayer("g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		c, err := dl.Dial(peer, 5*time.Second)
+		if err != nil {
+			t.Fatalf("dial %d: %v", i, err)
+		}
+		if _, ok := c.(*directConn); ok {
+			t.Fatalf("dial %d: a direct connection to a peer that takes none", i)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write([]byte("ping!")); err != nil {
+			t.Fatal(err)
+		}
+		reply := make([]byte, 5)
+		if _, err := io.ReadFull(c, reply); err != nil || string(reply) != "ping!" {
+			t.Fatalf("dial %d: echo %q, %v", i, reply, err)
+		}
+		c.Close()
+	}
+	// The refused direct connection and the session.
+	if n := conns.Load(); n != 2 {
+		t.Fatalf("%d connections to the older peer, want 2", n)
+	}
+}
+
+func directCount(m *Mux, addr raft.ServerAddress) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.direct[addr]
+}
+
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // newTestMuxes starts n muxes on loopback, closed at the end of the test.
-func newTestMuxes(t *testing.T, n int) []*Mux {
+func newTestMuxes(t *testing.T, n int, opts ...MuxOption) []*Mux {
 	t.Helper()
 	muxes := make([]*Mux, n)
 	for i := range muxes {
@@ -191,7 +395,7 @@ func newTestMuxes(t *testing.T, n int) []*Mux {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := NewMux(ln, "")
+		m := NewMux(ln, "", opts...)
 		t.Cleanup(func() { m.Close() })
 		muxes[i] = m
 	}

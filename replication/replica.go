@@ -324,7 +324,7 @@ func Open(cfg Config) (*Replica, error) {
 	if err != nil {
 		return fail(err)
 	}
-	appendLayer, err := cfg.Mux.Layer(cfg.Group + appendStreamSuffix)
+	appendLayer, err := cfg.Mux.DirectLayer(cfg.Group + appendStreamSuffix)
 	if err != nil {
 		layer.Close()
 		return fail(err)

@@ -43,6 +43,7 @@ type serveFlags struct {
 	bootIDFile       string
 	controllerVoters int
 	ctrlSnapshot     int
+	raftDirect       int
 	expectNodes      int
 	logJSON          bool
 	logLevel         string
@@ -75,6 +76,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.bootIDFile, "boot-id-file", "/proc/sys/kernel/random/boot_id", "file holding the kernel boot id (the vote guard reads it)")
 	fs.IntVar(&f.controllerVoters, "controller-voters", 3, "how many nodes (lowest ids) form the controller group")
 	fs.IntVar(&f.ctrlSnapshot, "controller-snapshot-commands", cluster.DefaultControllerSnapshotCommands, "controller log offsets (one per metadata command: committed offsets, mostly) between two snapshots of the metadata, after each of which the controller log starts at the snapshot (negative: never, the log is kept whole)")
+	fs.IntVar(&f.raftDirect, "raft-direct-connections", replication.DefaultDirectLimit, "direct connections this node dials to each peer for the partitions' append streams (every batch to every follower), past which they share the one multiplexed connection per peer (negative: none, all on that one)")
 	fs.IntVar(&f.expectNodes, "expect-nodes", 0, "members needed before the cluster first forms (default: --controller-voters)")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
@@ -195,7 +197,7 @@ func startNode(f serveFlags, logger hclog.Logger, local bool) (*runningNode, err
 		RaftAddr: f.raftAddr, AdvertisedRaftAddr: f.advertisedRaft,
 		GossipAddr: f.gossipAddr, AdvertisedGossip: f.advertisedGossip, HTTPAddr: cmp.Or(f.advertisedHTTP, f.httpAddr),
 		Join: join, Rack: f.rack, BootID: readBootID(f.bootIDFile),
-		ControllerVoters: f.controllerVoters, ExpectNodes: f.expectNodes, ControllerSnapshotCommands: f.ctrlSnapshot,
+		ControllerVoters: f.controllerVoters, ExpectNodes: f.expectNodes, ControllerSnapshotCommands: f.ctrlSnapshot, RaftDirectConnections: f.raftDirect,
 		DefaultPartitions: int32(f.partitions), DefaultReplication: int16(f.replication),
 		Logger: logger.With("node", strconv.Itoa(f.nodeID)), LocalGossip: local, AcceptDataLoss: f.acceptDataLoss,
 		ProducerIDExpiration: f.producerIDExpiry, MaxProducerIDs: f.maxProducerIDs,
