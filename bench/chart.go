@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"image/color"
+	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -84,6 +85,18 @@ func (c Chart) Save(path string, width, height vg.Length) error {
 		p.Add(l)
 		p.Legend.Add(m.Name, l)
 	}
+	// Headroom above the tallest bar, which would otherwise touch the
+	// title.
+	top := 0.0
+	for _, s := range c.Series {
+		if len(s.Values) > 0 {
+			top = max(top, slices.Max(s.Values))
+		}
+	}
+	for _, m := range c.Marks {
+		top = max(top, m.Y)
+	}
+	p.Y.Max = top * 1.08
 	p.NominalX(c.Categories...)
 	p.Add(plotter.NewGrid())
 	p.Legend.Padding = vg.Points(2)
