@@ -2,10 +2,10 @@ package replication
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/raftlog/raftlog/internal/acceptretry"
 	"io"
 	"net"
 	"sync"
@@ -66,6 +66,8 @@ type Mux struct {
 	direct      map[raft.ServerAddress]int       // direct connections dialed to each peer and open
 	noDirect    map[raft.ServerAddress]time.Time // peers that refused one, until when not to try again
 
+	stop chan struct{} // closed by Close
+
 	wg sync.WaitGroup
 }
 
@@ -116,6 +118,9 @@ var ErrMuxClosed = errors.New("replication: transport closed")
 const (
 	handshakeTimeout = 5 * time.Second
 	maxGroupName     = 1024
+	// peekTimeout bounds the wait for a new connection's first bytes:
+	// two of yamux's keep-alive intervals and a handshake's.
+	peekTimeout = 2*5*time.Second + handshakeTimeout
 )
 
 // NewMux serves Raft traffic on ln. advertise is the address peers dial
@@ -137,6 +142,7 @@ func NewMux(ln net.Listener, advertise string, opts ...MuxOption) *Mux {
 		directLimit: DefaultDirectLimit,
 		direct:      map[raft.ServerAddress]int{},
 		noDirect:    map[raft.ServerAddress]time.Time{},
+		stop:        make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(m)
@@ -167,6 +173,7 @@ func yamuxConfig(l hclog.Logger) *yamux.Config {
 
 func (m *Mux) acceptLoop() {
 	defer m.wg.Done()
+	var backoff acceptretry.Backoff
 	for {
 		c, err := m.ln.Accept()
 		if err != nil {
@@ -176,12 +183,14 @@ func (m *Mux) acceptLoop() {
 			if closed {
 				return
 			}
-			m.logger.Warn("raft accept failed", "error", err)
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			if backoff.Retry(err, m.stop) {
+				m.logger.Warn("raft accept failed; retried", "error", err, "after", backoff.Delay())
 				continue
 			}
+			m.logger.Error("raft accept failed; no more peers are accepted", "error", err)
 			return
 		}
+		backoff.Reset()
 		m.mu.Lock()
 		if m.closed {
 			m.mu.Unlock()
@@ -202,9 +211,10 @@ func (m *Mux) serveConn(c net.Conn) {
 		delete(m.conns, c)
 		m.mu.Unlock()
 	}
-	// A session's first frame, or a direct connection's magic. Not under
-	// a deadline: a session need not open a stream at once, and the mux's
-	// Close ends the read.
+	// A session's first frame, or a direct connection's magic. A session
+	// opens a stream at once (Dial) and pings every 5 s, so a connection
+	// silent for longer is dead or not a peer's.
+	c.SetReadDeadline(time.Now().Add(peekTimeout))
 	br := bufio.NewReader(c)
 	var magic [4]byte
 	if _, err := io.ReadFull(br, magic[:]); err != nil {
@@ -220,14 +230,17 @@ func (m *Mux) serveConn(c net.Conn) {
 			forget()
 			return
 		}
-		m.route(c, br, forget)
+		// Not under m.wg, as a session's streams: a group that neither
+		// accepts nor closes must not hold up the mux's Close.
+		go m.route(c, br, forget)
 		return
 	}
+	c.SetReadDeadline(time.Time{})
 	defer func() {
 		c.Close()
 		forget()
 	}()
-	s, err := yamux.Server(&peekedConn{Conn: c, r: io.MultiReader(bytes.NewReader(magic[:]), br)}, yamuxConfig(m.logger))
+	s, err := yamux.Server(&peekedConn{Conn: c, peeked: magic[:], br: br}, yamuxConfig(m.logger))
 	if err != nil {
 		return
 	}
@@ -242,13 +255,28 @@ func (m *Mux) serveConn(c net.Conn) {
 }
 
 // peekedConn is a connection whose first bytes were read to tell a
-// session from a direct connection: its reads start with them.
+// session from a direct connection: its reads return them, then what br
+// read ahead, then read the connection itself.
 type peekedConn struct {
 	net.Conn
-	r io.Reader
+	peeked []byte
+	br     *bufio.Reader
 }
 
-func (c *peekedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+func (c *peekedConn) Read(p []byte) (int, error) {
+	if len(c.peeked) > 0 {
+		n := copy(p, c.peeked)
+		c.peeked = c.peeked[n:]
+		return n, nil
+	}
+	if c.br != nil {
+		if c.br.Buffered() > 0 {
+			return c.br.Read(p)
+		}
+		c.br = nil
+	}
+	return c.Conn.Read(p)
+}
 
 // routeStream reads a session stream's magic and routes it.
 func (m *Mux) routeStream(st *yamux.Stream) {
@@ -418,9 +446,14 @@ func handshake(c net.Conn, magic [4]byte, group string, addr raft.ServerAddress)
 	return nil
 }
 
+// errDirectRefused is dialDirect's error when the peer closed the
+// connection without answering the handshake.
+var errDirectRefused = errors.New("replication: direct connection closed unanswered")
+
 // dialDirect opens a direct connection to group on the node at addr, or
-// returns nil and no error when it should go on the session instead: the
-// peer has its bound of them, or does not take them.
+// returns nil and no error when the stream should go on the session
+// instead: this node holds its bound of them to the peer, or the peer
+// refused one a short while ago.
 func (m *Mux) dialDirect(group string, addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	m.mu.Lock()
 	if m.closed {
@@ -446,36 +479,46 @@ func (m *Mux) dialDirect(group string, addr raft.ServerAddress, timeout time.Dur
 		return nil, err
 	}
 	dc := &directConn{Conn: c}
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		c.Close()
-		release()
-		return nil, ErrMuxClosed
-	}
-	m.conns[dc] = struct{}{}
-	m.mu.Unlock()
 	dc.onClose = func() {
 		m.mu.Lock()
 		delete(m.conns, dc)
 		m.mu.Unlock()
 		release()
 	}
-	err = handshake(dc, directMagic, group, addr)
-	if err == nil {
-		return dc, nil
-	}
-	dc.Close()
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
-		// Closed without an answer: a node that predates direct
-		// connections read the magic as a session's bad frame.
-		m.mu.Lock()
-		m.noDirect[addr] = time.Now().Add(noDirectRetry)
+	m.mu.Lock()
+	if m.closed {
 		m.mu.Unlock()
-		m.logger.Info("peer takes no direct connections: its streams go on the session", "peer", addr)
-		return nil, nil
+		dc.Close()
+		return nil, ErrMuxClosed
 	}
-	return nil, err
+	m.conns[dc] = struct{}{}
+	m.mu.Unlock()
+	if err := handshake(dc, directMagic, group, addr); err != nil {
+		dc.Close()
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+			return nil, fmt.Errorf("%w: %s: %v", errDirectRefused, addr, err)
+		}
+		return nil, err
+	}
+	return dc, nil
+}
+
+// dialFallback sends on the session a stream whose direct connection
+// the peer closed unanswered. If the session takes it, the peer is up and
+// predates direct connections (it read the magic as a session's bad
+// frame), and its streams go on the session for a while; if not, the
+// peer was going down (a node closing its connections at shutdown also
+// closes them unanswered), and nothing is concluded.
+func (m *Mux) dialFallback(group string, addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	st, err := m.Dial(group, addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	m.noDirect[addr] = time.Now().Add(noDirectRetry)
+	m.mu.Unlock()
+	m.logger.Info("peer takes no direct connections: its streams go on the session", "peer", addr, "for", noDirectRetry)
+	return st, nil
 }
 
 // directConn is a dialed direct connection.
@@ -532,6 +575,7 @@ func (m *Mux) Close() error {
 		return nil
 	}
 	m.closed = true
+	close(m.stop)
 	sessions := m.sessions
 	m.sessions = map[raft.ServerAddress]*yamux.Session{}
 	conns := make([]net.Conn, 0, len(m.conns))
@@ -623,7 +667,11 @@ func (g *groupLayer) Addr() net.Addr { return muxAddr(g.mux.addr) }
 
 func (g *groupLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	if g.direct {
-		if c, err := g.mux.dialDirect(g.name, addr, timeout); c != nil || err != nil {
+		c, err := g.mux.dialDirect(g.name, addr, timeout)
+		switch {
+		case errors.Is(err, errDirectRefused):
+			return g.mux.dialFallback(g.name, addr, timeout)
+		case c != nil || err != nil:
 			return c, err
 		}
 	}

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,23 +88,22 @@ func testMuxConnections(t *testing.T, directLimit int) {
 		})
 	}
 	// m.conns holds the sessions accepted and the direct connections
-	// accepted and dialed.
+	// accepted and dialed. An accepted connection whose dialer replaced it
+	// is closed a moment after: the bound is waited for.
 	peers, used := nodes-1, 0
 	for i, m := range muxes {
+		var sessions, conns int
+		waitFor(t, fmt.Sprintf("node %d's connections within their bound", i), 10*time.Second, func() bool {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			sessions, conns = len(m.sessions), len(m.conns)
+			return sessions <= peers && conns <= peers+2*peers*directLimit
+		})
 		m.mu.Lock()
-		sessions, conns := len(m.sessions), len(m.conns)
-		direct := 0
-		for addr, n := range m.direct {
-			if n > directLimit {
-				t.Errorf("node %d: %d direct connections to %s, bound %d", i, n, addr, directLimit)
-			}
-			direct += n
+		for _, n := range m.direct {
+			used += n
 		}
 		m.mu.Unlock()
-		used += direct
-		if sessions > peers || conns > peers+2*peers*directLimit {
-			t.Fatalf("node %d: %d sessions dialed and %d connections otherwise for %d groups", i, sessions, conns, groups)
-		}
 	}
 	if directLimit > 0 && used == 0 {
 		t.Fatal("no direct connection in use")
@@ -244,29 +245,7 @@ func TestMuxDirect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		for {
-			c, err := layer.Accept()
-			if err != nil {
-				return
-			}
-			go func() { // echo
-				defer c.Close()
-				io.Copy(c, c)
-			}()
-		}
-	}()
-	echo := func(c net.Conn) {
-		t.Helper()
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		if _, err := c.Write([]byte("ping!")); err != nil {
-			t.Fatal(err)
-		}
-		reply := make([]byte, 5)
-		if _, err := io.ReadFull(c, reply); err != nil || string(reply) != "ping!" {
-			t.Fatalf("echo %q, %v", reply, err)
-		}
-	}
+	serveEcho(layer)
 	first, err := dl.Dial(peer, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +253,7 @@ func TestMuxDirect(t *testing.T) {
 	if _, ok := first.(*directConn); !ok {
 		t.Fatalf("first dial: a %T, want a direct connection", first)
 	}
-	echo(first)
+	pingEcho(t, first)
 	second, err := dl.Dial(peer, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -282,7 +261,7 @@ func TestMuxDirect(t *testing.T) {
 	if _, ok := second.(*directConn); ok {
 		t.Fatal("second dial: a direct connection past the bound of 1")
 	}
-	echo(second)
+	pingEcho(t, second)
 	second.Close()
 	first.Close()
 	if n := directCount(muxes[0], peer); n != 0 {
@@ -296,7 +275,7 @@ func TestMuxDirect(t *testing.T) {
 	if _, ok := third.(*directConn); !ok {
 		t.Fatalf("dial after closing the direct one: a %T, want a direct connection", third)
 	}
-	echo(third)
+	pingEcho(t, third)
 }
 
 // TestMuxDirectToOlderPeer: a peer that predates direct connections reads
@@ -359,19 +338,90 @@ func TestMuxDirectToOlderPeer(t *testing.T) {
 		if _, ok := c.(*directConn); ok {
 			t.Fatalf("dial %d: a direct connection to a peer that takes none", i)
 		}
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		if _, err := c.Write([]byte("ping!")); err != nil {
-			t.Fatal(err)
-		}
-		reply := make([]byte, 5)
-		if _, err := io.ReadFull(c, reply); err != nil || string(reply) != "ping!" {
-			t.Fatalf("dial %d: echo %q, %v", i, reply, err)
-		}
+		pingEcho(t, c)
 		c.Close()
 	}
 	// The refused direct connection and the session.
 	if n := conns.Load(); n != 2 {
 		t.Fatalf("%d connections to the older peer, want 2", n)
+	}
+	// Once the while has passed, a direct connection is tried again.
+	m.mu.Lock()
+	m.noDirect[peer] = time.Now().Add(-time.Second)
+	m.mu.Unlock()
+	c, err := dl.Dial(peer, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if n := conns.Load(); n != 3 {
+		t.Fatalf("%d connections to the older peer after the while, want 3", n)
+	}
+}
+
+// TestMuxDirectToPeerGoingDown: a node going down closes connections
+// unanswered too, and so does its session; the dial fails and the peer's
+// streams are not sent on the session afterwards for that.
+func TestMuxDirectToPeerGoingDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	peer := raft.ServerAddress(ln.Addr().String())
+	m := newTestMuxes(t, 1)[0]
+	dl, err := m.DirectLayer("g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := dl.Dial(peer, 5*time.Second); err == nil {
+		c.Close()
+		t.Fatal("dial to a peer closing every connection succeeded")
+	}
+	m.mu.Lock()
+	marked := !m.noDirect[peer].IsZero()
+	m.mu.Unlock()
+	if marked {
+		t.Fatal("a peer going down was taken for one that predates direct connections")
+	}
+}
+
+// serveEcho accepts the group's streams until it closes and echoes what
+// each carries.
+func serveEcho(layer raft.StreamLayer) {
+	go func() {
+		for {
+			c, err := layer.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				io.Copy(c, c)
+			}()
+		}
+	}()
+}
+
+// pingEcho writes to c and checks the echo.
+func pingEcho(t *testing.T, c net.Conn) {
+	t.Helper()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write([]byte("ping!")); err != nil {
+		t.Fatal(err)
+	}
+	reply := make([]byte, 5)
+	if _, err := io.ReadFull(c, reply); err != nil || string(reply) != "ping!" {
+		t.Fatalf("echo %q, %v", reply, err)
 	}
 }
 
@@ -400,4 +450,44 @@ func newTestMuxes(t *testing.T, n int, opts ...MuxOption) []*Mux {
 		muxes[i] = m
 	}
 	return muxes
+}
+
+// failingListener fails its first Accepts as a process out of file
+// descriptors does.
+type failingListener struct {
+	net.Listener
+	fails atomic.Int32
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	if l.fails.Add(-1) >= 0 {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestMuxAcceptRetriesTemporaryErrors: a listener failing Accept with a
+// temporary error (out of file descriptors) is retried after a backoff;
+// before, the mux stopped accepting peers for good.
+func TestMuxAcceptRetriesTemporaryErrors(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := &failingListener{Listener: ln}
+	fl.fails.Store(3)
+	acceptor := NewMux(fl, "")
+	t.Cleanup(func() { acceptor.Close() })
+	layer, err := acceptor.Layer("g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveEcho(layer)
+	dialer := newTestMuxes(t, 1)[0]
+	c, err := dialer.Dial("g", acceptor.Addr(), 10*time.Second)
+	if err != nil {
+		t.Fatalf("dial after the listener's temporary errors: %v", err)
+	}
+	defer c.Close()
+	pingEcho(t, c)
 }

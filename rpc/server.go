@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/raftlog/raftlog/internal/acceptretry"
 	"io"
 	"net"
 	"sync"
@@ -161,29 +162,23 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.mu.Unlock()
 	}()
 
-	var backoff time.Duration
+	var backoff acceptretry.Backoff
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
 			if s.isClosed() {
 				return ErrServerClosed
 			}
-			var te interface{ Temporary() bool }
-			if errors.As(err, &te) && te.Temporary() {
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				s.logger.Warn("accept failed; retrying", "error", err, "backoff", backoff)
-				t := time.NewTimer(backoff)
-				select {
-				case <-t.C:
-				case <-s.ctx.Done():
-					t.Stop()
-					return ErrServerClosed
-				}
+			if backoff.Retry(err, s.ctx.Done()) {
+				s.logger.Warn("accept failed; retried", "error", err, "after", backoff.Delay())
 				continue
+			}
+			if s.isClosed() {
+				return ErrServerClosed
 			}
 			return err
 		}
-		backoff = 0
+		backoff.Reset()
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
