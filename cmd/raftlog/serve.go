@@ -76,7 +76,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.bootIDFile, "boot-id-file", "/proc/sys/kernel/random/boot_id", "file holding the kernel boot id (the vote guard reads it)")
 	fs.IntVar(&f.controllerVoters, "controller-voters", 3, "how many nodes (lowest ids) form the controller group")
 	fs.IntVar(&f.ctrlSnapshot, "controller-snapshot-commands", cluster.DefaultControllerSnapshotCommands, "controller log offsets (one per metadata command: committed offsets, mostly) between two snapshots of the metadata, after each of which the controller log starts at the snapshot (negative: never, the log is kept whole)")
-	fs.IntVar(&f.raftDirect, "raft-direct-connections", replication.DefaultDirectLimit, "direct connections this node dials to each peer for the partitions' append streams (every batch to every follower), past which they share the one multiplexed connection per peer (negative: none, all on that one)")
+	fs.IntVar(&f.raftDirect, "raft-direct-connections", replication.DefaultDirectLimit, "direct connections this node dials to each peer for the partitions' append streams (every batch to every follower), past which they share the one multiplexed connection per peer (0: none, all on that one)")
 	fs.IntVar(&f.expectNodes, "expect-nodes", 0, "members needed before the cluster first forms (default: --controller-voters)")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
@@ -128,6 +128,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if err := envDefaults(fs); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
+	}
+	if f.raftDirect == 0 {
+		// 0 given: none. (serveFlags built in code leave 0 for the
+		// default, which cluster.Config reads so.)
+		f.raftDirect = -1
 	}
 	logger := newLogger("raftlog", f.logJSON, f.logLevel, stderr)
 	nd, err := startNode(f, logger, false)
