@@ -545,6 +545,18 @@ var ErrGroupNotHosted = errors.New("replication: group not hosted by the peer")
 // Layer registers group and returns its raft.StreamLayer.
 func (m *Mux) Layer(group string) (raft.StreamLayer, error) { return m.layer(group, false) }
 
+// DirectConnections is the number of direct connections this node has
+// dialed and holds open, to all peers.
+func (m *Mux) DirectConnections() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, c := range m.direct {
+		n += c
+	}
+	return n
+}
+
 // DirectLayer is Layer for a group whose streams are dialed as direct
 // connections while the peer's bound allows (see Mux). It accepts streams
 // that come either way.

@@ -63,6 +63,7 @@ var (
 	descOffsetGroups    = nodeDesc("offset_groups", "Consumer groups with committed offsets, as this node's metadata holds them.")
 	descCtrlLogStart    = nodeDesc("controller_log_start_offset", "First offset of this node's replica of the controller log (the last metadata snapshot's).")
 	descCtrlLogEnd      = nodeDesc("controller_log_end_offset", "Offset after the last batch of this node's replica of the controller log.")
+	descDirectConns     = nodeDesc("raft_direct_connections", "Direct connections this node dialed for append streams and holds open, to all peers (--raft-direct-connections bounds them per peer).")
 )
 
 // nodeCollector is a prometheus.Collector over one node's current state.
@@ -74,7 +75,7 @@ func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		descGated, descCommitLag, descLastContact, descRecDuration, descRecTruncated,
 		descProducers, descProdForgotten,
 		descInfo, descReady, descReplicas, descPartitionsLed, descUnderReplicated, descGatedReplicas,
-		descControllerLead, descBrokers, descOffsetGroups, descCtrlLogStart, descCtrlLogEnd,
+		descControllerLead, descBrokers, descOffsetGroups, descCtrlLogStart, descCtrlLogEnd, descDirectConns,
 	} {
 		ch <- d
 	}
@@ -155,6 +156,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	start, end := nd.ControllerLog()
 	gauge(descCtrlLogStart, float64(start))
 	gauge(descCtrlLogEnd, float64(end))
+	gauge(descDirectConns, float64(nd.Mux().DirectConnections()))
 }
 
 // metricsHandler serves /metrics from a registry of its own: the node's

@@ -87,11 +87,12 @@ func checkClusterMetrics(all []map[string]*dto.MetricFamily, topic string, parti
 		"raftlog_node_under_replicated_partitions", "raftlog_node_gated_replicas", "raftlog_node_controller_leader",
 		"raftlog_node_live_brokers", "raftlog_node_offset_groups",
 		"raftlog_node_controller_log_start_offset", "raftlog_node_controller_log_end_offset",
+		"raftlog_node_raft_direct_connections",
 		// The standard collectors.
 		"go_goroutines", "go_memstats_heap_alloc_bytes", "process_cpu_seconds_total", "process_resident_memory_bytes",
 		"process_open_fds",
 	}
-	var led, controllers float64
+	var led, controllers, direct float64
 	leaders := make([]int, partitions)
 	for i, fams := range all {
 		node := i + 1
@@ -118,6 +119,8 @@ func checkClusterMetrics(all []map[string]*dto.MetricFamily, topic string, parti
 		led += v
 		v, _ = gaugeValue(fams, "raftlog_node_controller_leader", nil)
 		controllers += v
+		v, _ = gaugeValue(fams, "raftlog_node_raft_direct_connections", nil)
+		direct += v
 		for p := 0; p < partitions; p++ {
 			lbl := map[string]string{"topic": topic, "partition": strconv.Itoa(p)}
 			val := map[string]float64{}
@@ -161,6 +164,10 @@ func checkClusterMetrics(all []map[string]*dto.MetricFamily, topic string, parti
 	}
 	if controllers != 1 {
 		return fmt.Errorf("%v nodes lead the controller", controllers)
+	}
+	// Every leader replicates to its followers on direct connections.
+	if direct == 0 {
+		return errors.New("no node holds a direct connection")
 	}
 	return nil
 }
