@@ -61,11 +61,16 @@ type appendConn struct {
 }
 
 func newAppendConn(target raft.ServerAddress, c net.Conn) *appendConn {
-	return &appendConn{
+	ac := &appendConn{
 		target: target, conn: c,
 		r: wireReader{r: bufio.NewReaderSize(c, 16<<10)},
-		w: wireWriter{w: bufio.NewWriterSize(c, 64<<10)},
 	}
+	if v, ok := c.(buffersWriter); ok {
+		ac.w.vec = v
+	} else {
+		ac.w.w = bufio.NewWriterSize(c, 64<<10)
+	}
+	return ac
 }
 
 // rpcError is an error a peer answered an RPC with.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,10 +76,22 @@ const (
 var errWireFormat = errors.New("replication: malformed append request")
 
 // wireWriter appends the fixed parts of a message to buf and hands the
-// entries' bytes to w unchanged.
+// entries' bytes to w unchanged, or, on a stream that takes several
+// buffers in one system call (vec), hands the fixed parts and the
+// entries' bytes to it together.
 type wireWriter struct {
 	w   *bufio.Writer
+	vec buffersWriter
 	buf []byte
+	out net.Buffers
+}
+
+// buffersWriter is a stream that writes several buffers with one system
+// call (writev): a direct connection. A request then reaches the follower
+// whole instead of as a first piece of the size of w's buffer, which wakes
+// the follower's reader for that piece alone, and the rest.
+type buffersWriter interface {
+	writeBuffers(v *net.Buffers) (int64, error)
 }
 
 func putBytes16(b, v []byte) []byte {
@@ -128,6 +141,51 @@ func (ww *wireWriter) writeAppendRequest(req *raft.AppendEntriesRequest) error {
 			return fmt.Errorf("replication: entry %d is a cached header, not the batch (the replica no longer leads)", e.Index)
 		}
 	}
+	// The fixed parts gather in buf; a large entry goes out from its own
+	// buffer (bufio.Writer writes a slice larger than its free space
+	// straight to the stream).
+	b := ww.appendRequestHeader(req)
+	out := ww.out[:0]
+	start := 0 // b[start:] is not in out yet
+	for _, e := range req.Entries {
+		if len(e.Data) > maxWireData || len(e.Extensions) > maxWireData {
+			return fmt.Errorf("replication: entry %d of %d bytes", e.Index, len(e.Data)+len(e.Extensions))
+		}
+		b = appendEntryHeader(b, e)
+		if len(e.Data) <= 4<<10 {
+			b = append(b, e.Data...)
+			continue
+		}
+		// b may move as it grows; what out holds of it stays where it
+		// was, in the array it was appended to.
+		out = append(out, b[start:len(b):len(b)], e.Data)
+		start = len(b)
+	}
+	if start < len(b) {
+		out = append(out, b[start:])
+	}
+	ww.keep(b)
+	ww.out = out[:0]
+	var err error
+	if ww.vec != nil {
+		v := out
+		_, err = ww.vec.writeBuffers(&v)
+	} else {
+		for _, p := range out {
+			if _, err = ww.w.Write(p); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = ww.w.Flush()
+		}
+	}
+	clear(out) // the entries' buffers are Raft's, not to be held here
+	return err
+}
+
+// appendRequestHeader starts a request in buf: its fixed part.
+func (ww *wireWriter) appendRequestHeader(req *raft.AppendEntriesRequest) []byte {
 	b := append(ww.buf[:0], wireKindAppend)
 	b = binary.BigEndian.AppendUint64(b, uint64(req.ProtocolVersion))
 	b = binary.BigEndian.AppendUint64(b, req.Term)
@@ -137,39 +195,18 @@ func (ww *wireWriter) writeAppendRequest(req *raft.AppendEntriesRequest) error {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(req.Entries)))
 	b = putBytes16(b, req.ID)
 	b = putBytes16(b, req.Addr)
-	b = putBytes16(b, req.Leader)
-	for _, e := range req.Entries {
-		if len(e.Data) > maxWireData || len(e.Extensions) > maxWireData {
-			return fmt.Errorf("replication: entry %d of %d bytes", e.Index, len(e.Data)+len(e.Extensions))
-		}
-		b = binary.BigEndian.AppendUint64(b, e.Index)
-		b = binary.BigEndian.AppendUint64(b, e.Term)
-		b = append(b, byte(e.Type))
-		b = binary.BigEndian.AppendUint64(b, uint64(unixNanos(e.AppendedAt)))
-		b = binary.BigEndian.AppendUint32(b, uint32(len(e.Extensions)))
-		b = append(b, e.Extensions...)
-		b = binary.BigEndian.AppendUint32(b, uint32(len(e.Data)))
-		if len(e.Data) <= 4<<10 {
-			b = append(b, e.Data...)
-			continue
-		}
-		// A large entry goes out from its own buffer: bufio.Writer writes
-		// a slice larger than its free space straight to the stream.
-		if _, err := ww.w.Write(b); err != nil {
-			ww.buf = b[:0]
-			return err
-		}
-		b = b[:0]
-		if _, err := ww.w.Write(e.Data); err != nil {
-			ww.buf = b
-			return err
-		}
-	}
-	ww.keep(b)
-	if _, err := ww.w.Write(b); err != nil {
-		return err
-	}
-	return ww.w.Flush()
+	return putBytes16(b, req.Leader)
+}
+
+// appendEntryHeader appends e's fields up to its data length.
+func appendEntryHeader(b []byte, e *raft.Log) []byte {
+	b = binary.BigEndian.AppendUint64(b, e.Index)
+	b = binary.BigEndian.AppendUint64(b, e.Term)
+	b = append(b, byte(e.Type))
+	b = binary.BigEndian.AppendUint64(b, uint64(unixNanos(e.AppendedAt)))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(e.Extensions)))
+	b = append(b, e.Extensions...)
+	return binary.BigEndian.AppendUint32(b, uint32(len(e.Data)))
 }
 
 // keep keeps b's array for the next message unless it grew large (many

@@ -528,6 +528,9 @@ type directConn struct {
 	onClose func()
 }
 
+// writeBuffers writes v with writev when the connection is TCP.
+func (c *directConn) writeBuffers(v *net.Buffers) (int64, error) { return v.WriteTo(c.Conn) }
+
 func (c *directConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {
