@@ -28,6 +28,13 @@ const (
 	stampLen   = 16
 )
 
+// pendingRecord is a record the producer has in flight.
+type pendingRecord struct {
+	rec  kgo.Record
+	due  time.Time
+	done func(*kgo.Record, error) // the record's promise, made once
+}
+
 func stamp(v []byte, t time.Time) {
 	if len(v) < stampLen {
 		return
@@ -105,7 +112,6 @@ func Produce(ctx context.Context, c Config) (Result, error) {
 		failed, issued  atomic.Int64
 		errMu           sync.Mutex
 		firstErr        string
-		pool            = sync.Pool{New: func() any { return randomValue(c.Size) }}
 		runCtx, stopRun = context.WithTimeout(ctx, c.Warmup+c.Duration)
 	)
 	defer stopRun()
@@ -119,6 +125,38 @@ func Produce(ctx context.Context, c Config) (Result, error) {
 	// flowing); only those due from measured on are counted.
 	start := time.Now()
 	measured := start.Add(c.Warmup)
+	// A record, its due time and its promise are reused once acknowledged
+	// (kgo lets a promise change its record): the client in the same
+	// process as the clusters measured allocates nothing per record, and
+	// its collections do not stand in for theirs.
+	var pool sync.Pool
+	newPending := func() *pendingRecord {
+		p := &pendingRecord{rec: kgo.Record{Value: *randomValue(c.Size)}}
+		p.done = func(r *kgo.Record, err error) {
+			due := p.due
+			switch {
+			case err != nil:
+				failed.Add(1)
+				errMu.Lock()
+				if firstErr == "" {
+					firstErr = err.Error()
+				}
+				errMu.Unlock()
+			case due.Before(measured): // a warm-up record: not counted
+			default:
+				lat := time.Since(due)
+				hist.Record(lat)
+				if w := int(due.Sub(measured) / TimelineStep); w < len(worst) {
+					raise(&worst[w], int64(lat))
+				}
+				acked.Add(1)
+				bytes.Add(int64(len(r.Value)))
+			}
+			p.rec = kgo.Record{Value: p.rec.Value}
+			pool.Put(p)
+		}
+		return p
+	}
 	var wg sync.WaitGroup
 	for _, cl := range clients {
 		wg.Add(1)
@@ -147,31 +185,15 @@ func Produce(ctx context.Context, c Config) (Result, error) {
 						due = at
 					}
 				}
-				bp := pool.Get().(*[]byte)
-				stamp(*bp, due)
+				p, _ := pool.Get().(*pendingRecord)
+				if p == nil {
+					p = newPending()
+				}
+				p.due = due
+				stamp(p.rec.Value, due)
 				// ctx, not runCtx: records still buffered when the run
 				// ends are sent and acknowledged, not failed.
-				cl.Produce(ctx, &kgo.Record{Value: *bp}, func(r *kgo.Record, err error) {
-					switch {
-					case err != nil:
-						failed.Add(1)
-						errMu.Lock()
-						if firstErr == "" {
-							firstErr = err.Error()
-						}
-						errMu.Unlock()
-					case due.Before(measured): // a warm-up record: not counted
-					default:
-						lat := time.Since(due)
-						hist.Record(lat)
-						if w := int(due.Sub(measured) / TimelineStep); w < len(worst) {
-							raise(&worst[w], int64(lat))
-						}
-						acked.Add(1)
-						bytes.Add(int64(len(r.Value)))
-					}
-					pool.Put(bp)
-				})
+				cl.Produce(ctx, &p.rec, p.done)
 			}
 		}()
 	}
