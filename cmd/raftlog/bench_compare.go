@@ -81,6 +81,7 @@ func runBenchCompare(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
 	logger := newLogger("raftlog", false, *level, stderr)
+	nodeSettings := nodeGC(defaultGCPercent, false, 0, false)
 
 	targets := []compareTarget{
 		{name: "kfake", rf: -1, start: func() ([]string, func(), error) {
@@ -90,10 +91,10 @@ func runBenchCompare(args []string, stdout, stderr io.Writer) int {
 			}
 			return c.ListenAddrs(), c.Close, nil
 		}},
-		{name: "raftlog 1 node", rf: 1, start: func() ([]string, func(), error) {
+		{name: "raftlog 1 node", rf: 1, gc: &nodeSettings, start: func() ([]string, func(), error) {
 			return startBenchCluster(ctx, 1, filepath.Join(base, "one"), logger, false)
 		}},
-		{name: "raftlog 3 nodes RF 3", rf: 3, start: func() ([]string, func(), error) {
+		{name: "raftlog 3 nodes RF 3", rf: 3, gc: &nodeSettings, start: func() ([]string, func(), error) {
 			return startBenchCluster(ctx, 3, filepath.Join(base, "three"), logger, false)
 		}},
 	}
@@ -228,6 +229,20 @@ type compareTarget struct {
 	rf    int16
 	start func() (bootstrap []string, stop func(), err error)
 	boot  []string
+	// gc, when set, are the collector settings the target's runs have:
+	// a raftlog cluster runs with those of `raftlog serve`, kfake with the
+	// process's own (Go's defaults unless GOGC or GOMEMLIMIT say else).
+	gc *collectorSettings
+}
+
+// collect applies t's collector settings and returns what restores the
+// process's.
+func (t compareTarget) collect() (restore func()) {
+	if t.gc == nil {
+		return func() {}
+	}
+	prev := setCollector(*t.gc)
+	return func() { setCollector(prev) }
 }
 
 type compareCell struct {
@@ -289,6 +304,7 @@ func (r *compareRun) round(ctx context.Context, round int, targets []compareTarg
 
 func (r *compareRun) one(ctx context.Context, t compareTarget, topic string, s compareShape, cpuprofile string) (compareCell, error) {
 	c := r.config(t.boot, topic, s, t.rf)
+	defer t.collect()()
 	if _, _, err := bench.EnsureTopic(ctx, c); err != nil {
 		return compareCell{}, err
 	}
@@ -409,7 +425,9 @@ func (r *compareRun) halfLoad(ctx context.Context, targets []compareTarget, d, w
 		t := targets[i]
 		c := r.config(t.boot, "bench-half-"+strings.ReplaceAll(memory, " ", "-"), targetShape, t.rf)
 		c.Rate, c.Duration, c.Warmup, c.Timeline = rate, d, warmup, true
+		restore := t.collect()
 		if _, _, err := bench.EnsureTopic(ctx, c); err != nil {
+			restore()
 			return err
 		}
 		runtime.GC()
@@ -419,6 +437,7 @@ func (r *compareRun) halfLoad(ctx context.Context, targets []compareTarget, d, w
 		}
 		stopProfile, err := startProfile(profile)
 		if err != nil {
+			restore()
 			return err
 		}
 		before := bench.SnapshotProcess()
@@ -426,11 +445,14 @@ func (r *compareRun) halfLoad(ctx context.Context, targets []compareTarget, d, w
 		spent := bench.SnapshotProcess().Sub(before)
 		stopProfile()
 		if err != nil {
+			restore()
 			return fmt.Errorf("%s: produce at half load: %w", t.name, err)
 		}
 		// What a target holds is not the next one's burden: kfake keeps
 		// its records on the heap this process collects.
-		if err := bench.DeleteTopic(ctx, c); err != nil {
+		err = bench.DeleteTopic(ctx, c)
+		restore()
+		if err != nil {
 			return err
 		}
 		fmt.Fprintf(r.stderr, "%-22s %-12v at %.0f records/s, memory %s: ack latency %v\n", t.name, targetShape, c.Rate, memory, p.Latency)

@@ -45,6 +45,9 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		*dir = d
 	}
 	logger := newLogger("raftlog", false, *level, stderr)
+	gc := nodeGC(defaultGCPercent, false, 0, false)
+	setCollector(gc)
+	logCollector(logger, gc)
 	voters := min(3, *nodes)
 	var running []*runningNode
 	var seeds, bootstrap []string

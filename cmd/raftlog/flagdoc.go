@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 )
 
 // flagTable renders the flags of `raftlog serve` as a Markdown table, with
@@ -17,7 +16,7 @@ func flagTable(w io.Writer) {
 	fmt.Fprintln(w, "| flag | environment | default | meaning |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- |")
 	fs.VisitAll(func(fl *flag.Flag) {
-		env := "RAFTLOG_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
+		env := flagEnv(fl.Name)
 		def := fl.DefValue
 		if def == "" {
 			def = `""`

@@ -58,6 +58,10 @@ type serveFlags struct {
 	deadNodeTimeout  time.Duration
 	pprof            bool
 	writeBehind      int64
+	// The collector's settings are the process's: runServe applies them
+	// (a serveFlags built in code leaves them to its caller).
+	gcPercent   int
+	memoryLimit int64
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -89,6 +93,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.balanceGrace, "leader-balance-grace", time.Minute, "a node up for less than this is given no leadership by the balancer")
 	fs.DurationVar(&f.deadNodeTimeout, "dead-node-timeout", 10*time.Minute, "move the replicas of a node that has not been a live member for this long to live nodes (0: never)")
 	fs.Int64Var(&f.writeBehind, "write-behind-bytes", log.DefaultWriteBehindBytes, "start the writeback of a partition log's new bytes to the device every this many bytes (sync_file_range), so the kernel writes the logs back in small steps instead of bursts that stall appends; makes nothing durable (negative: leave it to the kernel)")
+	fs.IntVar(&f.gcPercent, "gc-percent", defaultGCPercent, "the Go collector's heap growth between collections, in percent of the live heap (GOGC, which applies when this flag is not given); above Go's 100 it trades memory for fewer collections, whose work takes CPU from the appends in flight (negative: none until the memory limit)")
+	fs.Int64Var(&f.memoryLimit, "memory-limit-bytes", 0, "soft limit of the Go heap: nearing it the collector runs as often as it must (GOMEMLIMIT, which applies when this flag is not given; 0: half the memory of the machine, or of the cgroup when lower; negative: none)")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's profiles (net/http/pprof) under /debug/pprof/ on the HTTP listener")
 	fs.BoolVar(&f.acceptDataLoss, "accept-data-loss", false, "release the vote guard of this node's replicas: only when every replica of a group lost power and some are gone for good (writes acknowledged past the surviving logs may be lost)")
 }
@@ -103,7 +109,7 @@ func envDefaults(fs *flag.FlagSet) error {
 		if given[f.Name] || err != nil {
 			return
 		}
-		key := "RAFTLOG_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		key := flagEnv(f.Name)
 		if v, ok := os.LookupEnv(key); ok {
 			if e := f.Value.Set(v); e != nil {
 				err = fmt.Errorf("%s=%q: %w", key, v, e)
@@ -111,6 +117,24 @@ func envDefaults(fs *flag.FlagSet) error {
 		}
 	})
 	return err
+}
+
+// explicitFlags are the flags given on the command line or by their
+// RAFTLOG_* variable.
+func explicitFlags(fs *flag.FlagSet) map[string]bool {
+	given := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) {
+		if _, ok := os.LookupEnv(flagEnv(f.Name)); ok {
+			given[f.Name] = true
+		}
+	})
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	return given
+}
+
+// flagEnv is the environment variable of a flag of `raftlog serve`.
+func flagEnv(name string) string {
+	return "RAFTLOG_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
 func newLogger(name string, json bool, level string, out io.Writer) hclog.Logger {
@@ -135,6 +159,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		f.raftDirect = -1
 	}
 	logger := newLogger("raftlog", f.logJSON, f.logLevel, stderr)
+	explicit := explicitFlags(fs)
+	gc := nodeGC(f.gcPercent, explicit["gc-percent"], f.memoryLimit, explicit["memory-limit-bytes"])
+	setCollector(gc)
+	logCollector(logger, gc)
 	nd, err := startNode(f, logger, false)
 	if err != nil {
 		logger.Error("start", "error", err)

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"math"
+	"os"
+	"runtime/debug"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// The Go collector's settings of a process that hosts nodes (`raftlog
+// serve`, `raftlog dev`, the clusters of `bench compare`).
+//
+// A node's garbage is mostly the Kafka requests it was sent: a Produce
+// request is read into a buffer of its own, whose batches Raft and the
+// leader's entry cache hold until they are replicated and applied, and
+// which is garbage after that. At a steady produce load that is the
+// produce rate in bytes per second, against a live heap of a few entry
+// caches: with Go's default (GOGC=100) the collector runs several times a
+// second, and each cycle takes CPU from the appends in flight and makes
+// the goroutines that allocate meanwhile (the connections reading the next
+// requests) help it mark. At 400 it runs a quarter as often for a heap up
+// to five times what is live, and a soft limit on the heap keeps that
+// bounded where memory is short: nearing the limit the collector runs as
+// often as it must, whatever the percentage.
+const defaultGCPercent = 400
+
+// collectorSettings are a process's collector settings.
+type collectorSettings struct {
+	gcPercent   int   // negative: off
+	memoryLimit int64 // bytes; math.MaxInt64: none
+}
+
+// setCollector applies s and returns the settings it replaced.
+func setCollector(s collectorSettings) collectorSettings {
+	return collectorSettings{
+		gcPercent:   debug.SetGCPercent(s.gcPercent),
+		memoryLimit: debug.SetMemoryLimit(s.memoryLimit),
+	}
+}
+
+// nodeGC resolves the settings a process hosting nodes runs with:
+// gcPercent and memoryLimit (0: half of memoryAvailable; negative: none)
+// when explicit (given as flags) or when the environment has no GOGC or
+// GOMEMLIMIT, which the runtime has applied already; else the runtime's
+// current ones.
+func nodeGC(gcPercent int, gcExplicit bool, memoryLimit int64, limitExplicit bool) collectorSettings {
+	s := currentCollector()
+	if gcExplicit || os.Getenv("GOGC") == "" {
+		s.gcPercent = gcPercent
+		if gcPercent < 0 {
+			s.gcPercent = -1
+		}
+	}
+	if limitExplicit || os.Getenv("GOMEMLIMIT") == "" {
+		switch {
+		case memoryLimit < 0:
+			s.memoryLimit = math.MaxInt64
+		case memoryLimit == 0:
+			s.memoryLimit = math.MaxInt64
+			if m := memoryAvailable(); m > 0 {
+				s.memoryLimit = m / 2
+			}
+		default:
+			s.memoryLimit = memoryLimit
+		}
+	}
+	return s
+}
+
+// currentCollector reads the runtime's settings.
+func currentCollector() collectorSettings {
+	m := []metrics.Sample{{Name: "/gc/gogc:percent"}, {Name: "/gc/gomemlimit:bytes"}}
+	metrics.Read(m)
+	s := collectorSettings{gcPercent: -1, memoryLimit: math.MaxInt64}
+	if p := m[0].Value.Uint64(); p <= math.MaxInt32 { // off reads as the largest uint64
+		s.gcPercent = int(p)
+	}
+	if l := m[1].Value.Uint64(); l < math.MaxInt64 {
+		s.memoryLimit = int64(l)
+	}
+	return s
+}
+
+func logCollector(logger hclog.Logger, s collectorSettings) {
+	limit := "none"
+	if s.memoryLimit != math.MaxInt64 {
+		limit = strconv.FormatInt(s.memoryLimit, 10)
+	}
+	logger.Info("collector", "gc_percent", s.gcPercent, "memory_limit_bytes", limit)
+}
+
+// memoryAvailable is the memory this process may use: the machine's
+// (MemTotal), or its cgroup's limit when lower; 0 when neither is known.
+func memoryAvailable() int64 {
+	total := memTotal(readFile("/proc/meminfo"))
+	for _, f := range []string{
+		"/sys/fs/cgroup/memory.max",                   // cgroup v2
+		"/sys/fs/cgroup/memory/memory.limit_in_bytes", // cgroup v1
+	} {
+		if l := cgroupLimit(readFile(f)); l > 0 && (total == 0 || l < total) {
+			total = l
+		}
+	}
+	return total
+}
+
+func readFile(path string) []byte {
+	b, _ := os.ReadFile(path)
+	return b
+}
+
+// memTotal reads MemTotal from /proc/meminfo's text, in bytes (0: absent).
+func memTotal(meminfo []byte) int64 {
+	sc := bufio.NewScanner(bytes.NewReader(meminfo))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 3 && f[0] == "MemTotal:" && f[2] == "kB" {
+			if n, err := strconv.ParseInt(f[1], 10, 64); err == nil && n > 0 && n < math.MaxInt64>>10 {
+				return n << 10
+			}
+		}
+	}
+	return 0
+}
+
+// cgroupLimit reads a cgroup memory limit file, in bytes (0: none, or
+// not a number). cgroup v2 writes "max" for none; v1 a number near the
+// largest int64 rounded down to a page.
+func cgroupLimit(b []byte) int64 {
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || n <= 0 || n >= math.MaxInt64>>1 {
+		return 0
+	}
+	return n
+}
