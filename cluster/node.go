@@ -192,11 +192,11 @@ func Start(cfg Config) (*Node, error) {
 	if n.ln, err = net.Listen("tcp", cfg.RaftAddr); err != nil {
 		return nil, fmt.Errorf("cluster: raft listener: %w", err)
 	}
-	direct := cfg.RaftDirectConnections
-	if direct == 0 {
-		direct = replication.DefaultDirectLimit
+	muxOpts := []replication.MuxOption{replication.WithMuxLogger(n.logger.Named("mux"))}
+	if cfg.RaftDirectConnections != 0 { // 0: the mux's default
+		muxOpts = append(muxOpts, replication.WithDirectLimit(cfg.RaftDirectConnections))
 	}
-	n.mux = replication.NewMux(n.ln, cfg.AdvertisedRaftAddr, replication.WithMuxLogger(n.logger.Named("mux")), replication.WithDirectLimit(direct))
+	n.mux = replication.NewMux(n.ln, cfg.AdvertisedRaftAddr, muxOpts...)
 	if n.rpcLayer, err = n.mux.Layer(clusterRPCGroup); err != nil {
 		n.mux.Close()
 		return nil, err

@@ -132,6 +132,9 @@ func (ww *wireWriter) writeAppendRequest(req *raft.AppendEntriesRequest) error {
 		return fmt.Errorf("replication: leader address of %d bytes", len(req.Leader))
 	}
 	for _, e := range req.Entries {
+		if len(e.Data) > maxWireData || len(e.Extensions) > maxWireData {
+			return fmt.Errorf("replication: entry %d of %d bytes", e.Index, len(e.Data)+len(e.Extensions))
+		}
 		if isHeaderOnly(e) {
 			// A replication goroutine of a replica that stepped down
 			// read a follower's cached header (logStore.GetLog). A
@@ -148,9 +151,6 @@ func (ww *wireWriter) writeAppendRequest(req *raft.AppendEntriesRequest) error {
 	out := ww.out[:0]
 	start := 0 // b[start:] is not in out yet
 	for _, e := range req.Entries {
-		if len(e.Data) > maxWireData || len(e.Extensions) > maxWireData {
-			return fmt.Errorf("replication: entry %d of %d bytes", e.Index, len(e.Data)+len(e.Extensions))
-		}
 		b = appendEntryHeader(b, e)
 		if len(e.Data) <= 4<<10 {
 			b = append(b, e.Data...)

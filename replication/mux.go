@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/raftlog/raftlog/internal/acceptretry"
 	"io"
 	"net"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/yamux"
+	"github.com/raftlog/raftlog/internal/acceptretry"
 )
 
 // Mux is the node-wide Raft transport. Every Raft group on a node shares

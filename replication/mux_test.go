@@ -145,14 +145,7 @@ func TestMuxDialUnhostedGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := c.Write([]byte("ping!")); err != nil {
-		t.Fatal(err)
-	}
-	reply := make([]byte, 5)
-	if _, err := io.ReadFull(c, reply); err != nil || string(reply) != "pong!" {
-		t.Fatalf("reply %q, %v", reply, err)
-	}
+	ping(t, c, "pong!")
 	if b := <-got; string(b) != "ping!" {
 		t.Fatalf("the acceptor read %q", b)
 	}
@@ -283,48 +276,27 @@ func TestMuxDirect(t *testing.T) {
 // on the session, and so do the next ones for a while, without a
 // connection attempt each.
 func TestMuxDirectToOlderPeer(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var conns atomic.Int32
-	go func() { // the older mux: a session on every connection, streams as before
-		for {
-			c, err := ln.Accept()
-			if err != nil {
+	peer := fakePeer(t, func(c net.Conn) { // the older mux: a session on every connection, streams as before
+		conns.Add(1)
+		s, err := yamux.Server(c, yamuxConfig(hclog.NewNullLogger()))
+		if err != nil {
+			c.Close()
+			return
+		}
+		acceptEach(func() (net.Conn, error) { return s.AcceptStream() }, func(st net.Conn) {
+			defer st.Close()
+			br := bufio.NewReader(st)
+			var magic [4]byte
+			if _, err := io.ReadFull(br, magic[:]); err != nil || magic != muxMagic {
 				return
 			}
-			conns.Add(1)
-			go func() {
-				defer c.Close()
-				s, err := yamux.Server(c, yamuxConfig(hclog.NewNullLogger()))
-				if err != nil {
-					return
-				}
-				defer s.Close()
-				for {
-					st, err := s.AcceptStream()
-					if err != nil {
-						return
-					}
-					go func() {
-						defer st.Close()
-						br := bufio.NewReader(st)
-						var magic [4]byte
-						if _, err := io.ReadFull(br, magic[:]); err != nil || magic != muxMagic {
-							return
-						}
-						n, _ := binary.ReadUvarint(br)
-						io.ReadFull(br, make([]byte, n))
-						st.Write([]byte{1})
-						io.Copy(st, br) // echo
-					}()
-				}
-			}()
-		}
-	}()
-	t.Cleanup(func() { ln.Close() })
-	peer := raft.ServerAddress(ln.Addr().String())
+			n, _ := binary.ReadUvarint(br)
+			io.ReadFull(br, make([]byte, n))
+			st.Write([]byte{1})
+			io.Copy(st, br) // echo
+		})
+	})
 	m := newTestMuxes(t, 1)[0]
 	dl, err := m.DirectLayer("g")
 	if err != nil {
@@ -363,21 +335,7 @@ func TestMuxDirectToOlderPeer(t *testing.T) {
 // unanswered too, and so does its session; the dial fails and the peer's
 // streams are not sent on the session afterwards for that.
 func TestMuxDirectToPeerGoingDown(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	t.Cleanup(func() { ln.Close() })
-	peer := raft.ServerAddress(ln.Addr().String())
+	peer := fakePeer(t, func(c net.Conn) { c.Close() })
 	m := newTestMuxes(t, 1)[0]
 	dl, err := m.DirectLayer("g")
 	if err != nil {
@@ -398,30 +356,52 @@ func TestMuxDirectToPeerGoingDown(t *testing.T) {
 // serveEcho accepts the group's streams until it closes and echoes what
 // each carries.
 func serveEcho(layer raft.StreamLayer) {
+	acceptEach(layer.Accept, func(c net.Conn) {
+		defer c.Close()
+		io.Copy(c, c)
+	})
+}
+
+// fakePeer listens on loopback until the test ends, serves each
+// connection with serve, and returns its address.
+func fakePeer(t *testing.T, serve func(net.Conn)) raft.ServerAddress {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	acceptEach(ln.Accept, serve)
+	return raft.ServerAddress(ln.Addr().String())
+}
+
+// acceptEach serves each connection accept returns on a goroutine of its
+// own, until accept fails.
+func acceptEach(accept func() (net.Conn, error), serve func(net.Conn)) {
 	go func() {
 		for {
-			c, err := layer.Accept()
+			c, err := accept()
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				io.Copy(c, c)
-			}()
+			go serve(c)
 		}
 	}()
 }
 
 // pingEcho writes to c and checks the echo.
-func pingEcho(t *testing.T, c net.Conn) {
+func pingEcho(t *testing.T, c net.Conn) { t.Helper(); ping(t, c, "ping!") }
+
+// ping writes "ping!" to c and checks that want comes back.
+func ping(t *testing.T, c net.Conn, want string) {
 	t.Helper()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := c.Write([]byte("ping!")); err != nil {
 		t.Fatal(err)
 	}
-	reply := make([]byte, 5)
-	if _, err := io.ReadFull(c, reply); err != nil || string(reply) != "ping!" {
-		t.Fatalf("echo %q, %v", reply, err)
+	reply := make([]byte, len(want))
+	if _, err := io.ReadFull(c, reply); err != nil || string(reply) != want {
+		t.Fatalf("reply %q, %v; want %q", reply, err, want)
 	}
 }
 

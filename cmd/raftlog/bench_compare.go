@@ -430,44 +430,13 @@ func (r *compareRun) halfLoad(ctx context.Context, targets []compareTarget, d, w
 		rate = r.median(func(round int) float64 { return r.cells[round][si][ti].produce.RecordsPerSec }) / 2
 	}
 	for _, i := range []int{ti, 0} {
-		t := targets[i]
-		c := r.config(t.boot, "bench-half-"+strings.ReplaceAll(memory, " ", "-"), targetShape, t.rf)
-		c.Rate, c.Duration, c.Warmup, c.Timeline = rate, d, warmup, true
-		restore := t.collect()
-		if _, _, err := bench.EnsureTopic(ctx, c); err != nil {
-			restore()
-			return err
-		}
-		freeHeap()
 		profile := ""
 		if i == ti {
 			profile = r.profile
 		}
-		stopProfile, err := startProfile(profile)
-		if err != nil {
-			restore()
-			return err
-		}
-		before := bench.SnapshotProcess()
-		p, err := bench.Produce(ctx, c)
-		spent := bench.SnapshotProcess().Sub(before)
-		stopProfile()
-		if err != nil {
-			restore()
-			return fmt.Errorf("%s: produce at half load: %w", t.name, err)
-		}
-		// What a target holds is not the next one's burden: kfake keeps
-		// its records on the heap this process collects.
-		err = bench.DeleteTopic(ctx, c)
-		restore()
+		p, err := r.halfOne(ctx, targets[i], rate, d, warmup, memory, profile)
 		if err != nil {
 			return err
-		}
-		fmt.Fprintf(r.stderr, "%-22s %-12v at %.0f records/s, memory %s: ack latency %v\n", t.name, targetShape, c.Rate, memory, p.Latency)
-		fmt.Fprintf(r.stderr, "  worst per %v (ms): %s\n", bench.TimelineStep, bench.FormatTimeline(p.Timeline))
-		fmt.Fprintf(r.stderr, "  the process over the warm-up and the run: %v\n", spent)
-		if p.Errors > 0 {
-			r.problems = append(r.problems, fmt.Sprintf("%s %v at half load, %s: %d errors (first: %s)", t.name, targetShape, memory, p.Errors, p.FirstError))
 		}
 		if i == ti {
 			h.last = p
@@ -477,6 +446,40 @@ func (r *compareRun) halfLoad(ctx context.Context, targets []compareTarget, d, w
 	}
 	r.halves = append(r.halves, h)
 	return nil
+}
+
+// halfOne loads t at rate for d after warmup, into a topic deleted after.
+func (r *compareRun) halfOne(ctx context.Context, t compareTarget, rate float64, d, warmup time.Duration, memory, profile string) (bench.Result, error) {
+	c := r.config(t.boot, "bench-half-"+strings.ReplaceAll(memory, " ", "-"), targetShape, t.rf)
+	c.Rate, c.Duration, c.Warmup, c.Timeline = rate, d, warmup, true
+	defer t.collect()()
+	if _, _, err := bench.EnsureTopic(ctx, c); err != nil {
+		return bench.Result{}, err
+	}
+	freeHeap()
+	stopProfile, err := startProfile(profile)
+	if err != nil {
+		return bench.Result{}, err
+	}
+	before := bench.SnapshotProcess()
+	p, err := bench.Produce(ctx, c)
+	spent := bench.SnapshotProcess().Sub(before)
+	stopProfile()
+	if err != nil {
+		return bench.Result{}, fmt.Errorf("%s: produce at half load: %w", t.name, err)
+	}
+	// What a target holds is not the next one's burden: kfake keeps
+	// its records on the heap this process collects.
+	if err := bench.DeleteTopic(ctx, c); err != nil {
+		return bench.Result{}, err
+	}
+	fmt.Fprintf(r.stderr, "%-22s %-12v at %.0f records/s, memory %s: ack latency %v\n", t.name, targetShape, c.Rate, memory, p.Latency)
+	fmt.Fprintf(r.stderr, "  worst per %v (ms): %s\n", bench.TimelineStep, bench.FormatTimeline(p.Timeline))
+	fmt.Fprintf(r.stderr, "  the process over the warm-up and the run: %v\n", spent)
+	if p.Errors > 0 {
+		r.problems = append(r.problems, fmt.Sprintf("%s %v at half load, %s: %d errors (first: %s)", t.name, targetShape, memory, p.Errors, p.FirstError))
+	}
+	return p, nil
 }
 
 // startBenchCluster starts n raftlog nodes in this process on free

@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"math"
 	"os"
+	"path"
 	"runtime/debug"
 	"runtime/metrics"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -96,18 +98,43 @@ func logCollector(logger hclog.Logger, s collectorSettings) {
 }
 
 // memoryAvailable is the memory this process may use: the machine's
-// (MemTotal), or its cgroup's limit when lower; 0 when neither is known.
+// (MemTotal), or the lowest cgroup limit over it when lower; 0 when
+// neither is known.
 func memoryAvailable() int64 {
 	total := memTotal(readFile("/proc/meminfo"))
-	for _, f := range []string{
-		"/sys/fs/cgroup/memory.max",                   // cgroup v2
-		"/sys/fs/cgroup/memory/memory.limit_in_bytes", // cgroup v1
-	} {
+	for _, f := range cgroupLimitFiles(readFile("/proc/self/cgroup")) {
 		if l := cgroupLimit(readFile(f)); l > 0 && (total == 0 || l < total) {
 			total = l
 		}
 	}
 	return total
+}
+
+// cgroupLimitFiles are the memory limit files that may bound this
+// process, from /proc/self/cgroup's text: with cgroup v2, memory.max of
+// its cgroup and of each one above it (a parent's limit bounds its
+// children: a systemd unit in its slice); with v1, memory.limit_in_bytes
+// of its memory cgroup and those above; and the files at the hierarchies'
+// roots, which are the process's own cgroup in a container with a cgroup
+// namespace.
+func cgroupLimitFiles(procCgroup []byte) []string {
+	files := []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}
+	walk := func(root, dir, name string) {
+		for dir = path.Clean("/" + dir); dir != "/"; dir = path.Dir(dir) {
+			files = append(files, path.Join(root, dir, name))
+		}
+	}
+	for _, line := range strings.Split(string(procCgroup), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		switch {
+		case len(f) != 3:
+		case f[0] == "0" && f[1] == "": // v2
+			walk("/sys/fs/cgroup", f[2], "memory.max")
+		case slices.Contains(strings.Split(f[1], ","), "memory"): // v1
+			walk("/sys/fs/cgroup/memory", f[2], "memory.limit_in_bytes")
+		}
+	}
+	return files
 }
 
 func readFile(path string) []byte {

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -25,6 +26,21 @@ func TestMemoryFiles(t *testing.T) {
 		if got := cgroupLimit([]byte(in)); got != want {
 			t.Fatalf("cgroup limit %q read as %d, want %d", in, got, want)
 		}
+	}
+	got := cgroupLimitFiles([]byte("0::/system.slice/raftlog.service\n"))
+	for _, want := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/system.slice/raftlog.service/memory.max", "/sys/fs/cgroup/system.slice/memory.max"} {
+		if !slices.Contains(got, want) {
+			t.Fatalf("cgroup v2: %q not among %q", want, got)
+		}
+	}
+	got = cgroupLimitFiles([]byte("12:pids:/docker/a\n4:cpuset,memory:/docker/a\n"))
+	for _, want := range []string{"/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/docker/a/memory.limit_in_bytes", "/sys/fs/cgroup/memory/docker/memory.limit_in_bytes"} {
+		if !slices.Contains(got, want) {
+			t.Fatalf("cgroup v1: %q not among %q", want, got)
+		}
+	}
+	if n := len(cgroupLimitFiles([]byte("0::/\n"))); n != 2 {
+		t.Fatalf("the root cgroup: %d files, want the 2 roots", n)
 	}
 	if memoryAvailable() <= 0 {
 		t.Fatal("no memory found on this machine")
@@ -73,9 +89,9 @@ func TestNodeGC(t *testing.T) {
 	}
 }
 
-// A serve flag is explicit when given on the command line or by its
+// A serve flag is given when it is on the command line or in its
 // RAFTLOG_* variable.
-func TestExplicitFlags(t *testing.T) {
+func TestEnvDefaultsGiven(t *testing.T) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var f serveFlags
 	f.register(fs)
@@ -83,10 +99,10 @@ func TestExplicitFlags(t *testing.T) {
 	if err := fs.Parse([]string{"--node-id", "2"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := envDefaults(fs); err != nil {
+	got, err := envDefaults(fs)
+	if err != nil {
 		t.Fatal(err)
 	}
-	got := explicitFlags(fs)
 	if !got["node-id"] || !got["memory-limit-bytes"] || got["gc-percent"] || f.memoryLimit != 1e9 || f.gcPercent != defaultGCPercent {
 		t.Fatalf("explicit %v, memory limit %d, gc percent %d", got, f.memoryLimit, f.gcPercent)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -46,6 +47,10 @@ func TestThreeServeProcesses(t *testing.T) {
 			"RAFTLOG_GOSSIP_ADDR="+gossip[i], "RAFTLOG_HTTP_ADDR="+httpAddrs[i],
 			"RAFTLOG_JOIN="+strings.Join(gossip, ","), "RAFTLOG_LOG_LEVEL=warn", "RAFTLOG_LOG_JSON=true",
 			"RAFTLOG_DEFAULT_PARTITIONS=2")
+		// The collector: node 1 on serve's defaults, node 2 on GOGC (the
+		// flag not given), node 3 on its flag over GOGC.
+		cmd.Env = append(cmd.Env, [...][]string{{"GOGC=", "GOMEMLIMIT="}, {"GOGC=150", "GOMEMLIMIT=1GiB"},
+			{"GOGC=150", "RAFTLOG_GC_PERCENT=250", "RAFTLOG_MEMORY_LIMIT_BYTES=-1"}}[i]...)
 		logf, err := os.Create(filepath.Join(dir, fmt.Sprintf("n%d.log", i+1)))
 		if err != nil {
 			t.Fatal(err)
@@ -82,6 +87,16 @@ func TestThreeServeProcesses(t *testing.T) {
 				t.Fatalf("node %d never ready", i+1)
 			}
 			time.Sleep(100 * time.Millisecond) // polling readiness with a deadline
+		}
+	}
+	for i, want := range []struct{ gogc, limit float64 }{
+		{defaultGCPercent, float64(memoryAvailable() / 2)}, {150, 1 << 30}, {250, math.MaxInt64},
+	} {
+		fams := scrape(t, httpAddrs[i])
+		gogc, _ := gaugeValue(fams, "go_gc_gogc_percent", nil)
+		limit, _ := gaugeValue(fams, "go_gc_gomemlimit_bytes", nil)
+		if gogc != want.gogc || limit != want.limit {
+			t.Fatalf("node %d runs the collector at %v %% under %v bytes, want %v %% under %v", i+1, gogc, limit, want.gogc, want.limit)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

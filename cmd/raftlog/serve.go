@@ -100,11 +100,10 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 }
 
 // envDefaults sets each flag not given on the command line from its
-// RAFTLOG_* variable.
-func envDefaults(fs *flag.FlagSet) error {
-	given := map[string]bool{}
+// RAFTLOG_* variable, and returns the flags given either way.
+func envDefaults(fs *flag.FlagSet) (given map[string]bool, err error) {
+	given = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	var err error
 	fs.VisitAll(func(f *flag.Flag) {
 		if given[f.Name] || err != nil {
 			return
@@ -114,22 +113,10 @@ func envDefaults(fs *flag.FlagSet) error {
 			if e := f.Value.Set(v); e != nil {
 				err = fmt.Errorf("%s=%q: %w", key, v, e)
 			}
-		}
-	})
-	return err
-}
-
-// explicitFlags are the flags given on the command line or by their
-// RAFTLOG_* variable.
-func explicitFlags(fs *flag.FlagSet) map[string]bool {
-	given := map[string]bool{}
-	fs.VisitAll(func(f *flag.Flag) {
-		if _, ok := os.LookupEnv(flagEnv(f.Name)); ok {
 			given[f.Name] = true
 		}
 	})
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	return given
+	return given, err
 }
 
 // flagEnv is the environment variable of a flag of `raftlog serve`.
@@ -149,7 +136,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if err := envDefaults(fs); err != nil {
+	given, err := envDefaults(fs)
+	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
@@ -159,8 +147,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		f.raftDirect = -1
 	}
 	logger := newLogger("raftlog", f.logJSON, f.logLevel, stderr)
-	explicit := explicitFlags(fs)
-	gc := nodeGC(f.gcPercent, explicit["gc-percent"], f.memoryLimit, explicit["memory-limit-bytes"])
+	gc := nodeGC(f.gcPercent, given["gc-percent"], f.memoryLimit, given["memory-limit-bytes"])
 	setCollector(gc)
 	logCollector(logger, gc)
 	nd, err := startNode(f, logger, false)
