@@ -48,6 +48,12 @@ type command struct {
 	// last one applied before it; see Meta.applySnapshot).
 	State *metaState `json:"state,omitempty"`
 	After int64      `json:"after,omitempty"`
+	// snapshot, packed (a state too large for one command; snapshot.go):
+	// part Part of Parts of the zstd-compressed JSON of the state, in
+	// Data. After is part 0's.
+	Part  int    `json:"part,omitempty"`
+	Parts int    `json:"parts,omitempty"`
+	Data  []byte `json:"data,omitempty"`
 }
 
 // Topic is a topic in the metadata.
@@ -79,9 +85,10 @@ type Meta struct {
 	// offsets are the consumer groups' committed offsets, by group, then
 	// "topic/partition".
 	offsets map[string]map[string]GroupOffset
-	applied int64 // offset after the last applied batch
-	lastCmd int64 // offset of the last applied command (-1: none)
-	snapAt  int64 // offset of the last snapshot applied as the state (-1: none)
+	applied int64           // offset after the last applied batch
+	lastCmd int64           // offset of the last applied command (-1: none)
+	snapAt  int64           // offset of the last snapshot applied as the state (-1: none)
+	pack    *packedSnapshot // a packed snapshot whose parts are being applied (nil: none)
 	// lastProducerID is the highest producer id allocated (-1: none).
 	lastProducerID int64
 	changed        chan struct{}
@@ -162,7 +169,8 @@ func (m *Meta) changes() <-chan struct{} {
 // apply applies the committed batches of p (whole batches, in order).
 // The first may lie past what was applied (a gap) only when the log's
 // start moved past it: then it must be a snapshot, which replaces the
-// state.
+// state; a packed one's parts must then follow it with no other command
+// between.
 func (m *Meta) apply(p []byte) error {
 	var err error
 	log.Batches(p, func(b log.Batch) bool {
@@ -187,11 +195,14 @@ func (m *Meta) apply(p []byte) error {
 					err = fmt.Errorf("cluster: metadata command at %d: %w", offs[i], e)
 					return false
 				}
-				if gap && (i > 0 || c.Op != "snapshot" || c.State == nil) {
+				if gap && (i > 0 || !c.startsSnapshot()) {
 					err = fmt.Errorf("cluster: metadata log resumes at %d after %d with %q, not a snapshot", offs[i], applied, c.Op)
 					return false
 				}
-				m.applyOne(c, offs[i], gap)
+				if e := m.applyOne(c, offs[i], gap); e != nil {
+					err = e
+					return false
+				}
 			}
 		}
 		m.mu.Lock()
@@ -205,10 +216,23 @@ func (m *Meta) apply(p []byte) error {
 }
 
 // applyOne applies the command at offset; gap says that commands before
-// it were never applied here (only a snapshot may follow one).
-func (m *Meta) applyOne(c command, offset int64, gap bool) {
+// it were never applied here (only a snapshot may follow one). Its error
+// is a log that cannot be applied: a packed snapshot the state was being
+// restored from that is cut short or does not decode.
+func (m *Meta) applyOne(c command, offset int64, gap bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if c.Op == "snapshot" && c.Parts > 0 {
+		err := m.applyPart(c, offset, gap)
+		m.lastCmd = offset
+		return err
+	}
+	if p := m.pack; p != nil {
+		if p.restore {
+			return fmt.Errorf("cluster: metadata log resumes at %d with a snapshot whose part %d of %d is followed by %q", p.first, p.next, p.parts, c.Op)
+		}
+		m.pack = nil // a command between its parts: the snapshot is ignored
+	}
 	defer func() { m.lastCmd = offset }()
 	switch c.Op {
 	case "init":
@@ -217,7 +241,7 @@ func (m *Meta) applyOne(c command, offset int64, gap bool) {
 		}
 	case "create_topic":
 		if _, ok := m.topics[c.Topic]; ok {
-			return
+			return nil
 		}
 		t := &Topic{Name: c.Topic, Partitions: c.Assignment, Configs: map[string]string{}}
 		if id, err := hex.DecodeString(c.TopicID); err == nil && len(id) == 16 {
@@ -232,6 +256,18 @@ func (m *Meta) applyOne(c command, offset int64, gap bool) {
 		// again since.
 		if t, ok := m.topics[c.Topic]; ok && (c.TopicID == "" || c.TopicID == hex.EncodeToString(t.ID[:])) {
 			delete(m.topics, c.Topic)
+			// Its committed offsets go with it, as in Kafka: a topic
+			// created again under the name starts without them.
+			for g, offs := range m.offsets {
+				for k, o := range offs {
+					if o.Topic == c.Topic {
+						delete(offs, k)
+					}
+				}
+				if len(offs) == 0 {
+					delete(m.offsets, g)
+				}
+			}
 		}
 	case "create_partitions":
 		if t, ok := m.topics[c.Topic]; ok && (c.Expect == 0 || len(t.Partitions) == c.Expect) {
@@ -258,7 +294,7 @@ func (m *Meta) applyOne(c command, offset int64, gap bool) {
 	case "delete_offsets":
 		if len(c.Offsets) == 0 {
 			delete(m.offsets, c.Group)
-			return
+			return nil
 		}
 		for _, o := range c.Offsets {
 			delete(m.offsets[c.Group], offsetKey(o.Topic, o.Partition))
@@ -276,6 +312,7 @@ func (m *Meta) applyOne(c command, offset int64, gap bool) {
 	case "snapshot":
 		m.applySnapshot(c, offset, gap)
 	}
+	return nil
 }
 
 // offsetKey is a committed offset's key within its group.

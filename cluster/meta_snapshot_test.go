@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -130,5 +132,179 @@ func TestMetaSnapshot(t *testing.T) {
 	}
 	if gapped.Applied() != 5 {
 		t.Fatalf("after the refused gaps: applied %d", gapped.Applied())
+	}
+}
+
+// commandsOf decodes the command of each batch.
+func commandsOf(t *testing.T, batches [][]byte) []command {
+	t.Helper()
+	var out []command
+	for _, b := range batches {
+		log.Batches(b, func(bt log.Batch) bool {
+			recs, _, ok := log.DecodeRecords(bt)
+			if !ok || len(recs) != 1 {
+				t.Fatalf("a snapshot batch of %d records (decoded %v)", len(recs), ok)
+			}
+			var c command
+			if err := json.Unmarshal(recs[0].Value, &c); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, c)
+			return true
+		})
+	}
+	return out
+}
+
+// bigMeta is sampleMeta with offsets of 400 more partitions, each with
+// 200 bytes of metadata that compress poorly.
+func bigMeta(t *testing.T) *Meta {
+	t.Helper()
+	m := sampleMeta(t)
+	offs := make([]GroupOffset, 400)
+	for i := range offs {
+		md := make([]byte, 150)
+		rand.Read(md)
+		offs[i] = GroupOffset{Topic: "t", Partition: int32(i + 2), Offset: int64(i), Metadata: base64.StdEncoding.EncodeToString(md)}
+	}
+	if err := applyAt(t, m, command{Op: "commit_offsets", Group: "g", Offsets: offs}, 5); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestMetaPackedSnapshot: a state too large for one command is packed
+// into parts that each fit; applied after a gap they restore the state,
+// applied after the commands they were taken from they only mark the
+// snapshot; a command between the parts makes the snapshot ignored there
+// and the log unusable after a gap, as does a part out of order or data
+// that does not decode.
+func TestMetaPackedSnapshot(t *testing.T) {
+	const maxBatch = 16 << 10
+	small, after := sampleMeta(t).capture()
+	if b, err := snapshotBatches(small, after, maxBatch); err != nil || len(b) != 1 || commandsOf(t, b)[0].State == nil {
+		t.Fatalf("a small state: %d batches, %v", len(b), err)
+	}
+
+	m := bigMeta(t)
+	want := fullViewOf(m)
+	st, after := m.capture()
+	batches, err := snapshotBatches(st, after, maxBatch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := commandsOf(t, batches)
+	if len(parts) < 3 {
+		t.Fatalf("%d parts, want several", len(parts))
+	}
+	for i, b := range batches {
+		if len(b) > maxBatch || parts[i].Part != i || parts[i].Parts != len(parts) || parts[i].State != nil {
+			t.Fatalf("part %d: %d bytes, %d of %d", i, len(b), parts[i].Part, parts[i].Parts)
+		}
+	}
+	applyParts := func(m *Meta, at int64, cmds []command) error {
+		for i, c := range cmds {
+			if err := applyAt(t, m, c, at+int64(i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+
+	// Restored after a gap, with a control batch between two parts.
+	fresh := newMeta()
+	if err := applyParts(fresh, 100, parts[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if fresh.snapshotAt(100) || fresh.ClusterID() != "" {
+		t.Fatal("the state was installed before the last part")
+	}
+	ctl := log.BuildBatch(nil, log.BatchOptions{BaseOffset: 102, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Attributes: 1 << 5}, []log.Record{{Value: []byte{0, 0, 0, 0}, Timestamp: 1}})
+	if err := fresh.apply(ctl); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyParts(fresh, 103, parts[2:]); err != nil {
+		t.Fatal(err)
+	}
+	if got := fullViewOf(fresh); !reflect.DeepEqual(got, want) {
+		t.Fatalf("restored from the packed snapshot: %d offsets, want %d", len(got.Offsets), len(want.Offsets))
+	}
+	if !fresh.snapshotAt(100) || fresh.sinceSnapshot() != int64(len(parts)) {
+		t.Fatalf("after the packed snapshot: at %d since %d", fresh.snapAt, fresh.sinceSnapshot())
+	}
+
+	// Directly after its capture: marked, the state unchanged.
+	same := bigMeta(t) // other metadata than m's: its state stays
+	sameWant := fullViewOf(same)
+	if err := applyParts(same, 6, parts); err != nil {
+		t.Fatal(err)
+	}
+	if !same.snapshotAt(6) || !reflect.DeepEqual(fullViewOf(same), sameWant) {
+		t.Fatalf("a packed snapshot right after its capture: at %d", same.snapAt)
+	}
+
+	// A command between its capture and part 0, or between two parts:
+	// ignored, the command applied.
+	between := command{Op: "delete_offsets", Group: "g", Offsets: []GroupOffset{{Topic: "t", Partition: 0}}}
+	for _, at := range []int{0, 1} {
+		moved := bigMeta(t)
+		cmds := append(append(append([]command{}, parts[:at]...), between), parts[at:]...)
+		if err := applyParts(moved, 6, cmds); err != nil {
+			t.Fatal(err)
+		}
+		if moved.snapAt != -1 || len(moved.GroupOffsets("g", nil)) != len(want.Offsets)-1 {
+			t.Fatalf("command before part %d: snapshot at %d, %d offsets", at, moved.snapAt, len(moved.GroupOffsets("g", nil)))
+		}
+	}
+
+	// After a gap nothing but the next part may follow part 0.
+	for name, rest := range map[string][]command{
+		"a command":         {parts[1], between},
+		"a part skipped":    {parts[2]},
+		"part 0 once more":  {parts[0]},
+		"another snapshot":  {{Op: "snapshot", State: &small, After: 7}},
+		"a part of another": {{Op: "snapshot", Part: 1, Parts: len(parts) + 1, Data: parts[1].Data}},
+	} {
+		cut := newMeta()
+		if err := applyAt(t, cut, parts[0], 100); err != nil {
+			t.Fatal(err)
+		}
+		err := applyParts(cut, 101, rest)
+		if err == nil || !strings.Contains(err.Error(), "is followed by") {
+			t.Fatalf("%s after part 0 of a restore: %v", name, err)
+		}
+		if cut.snapAt != -1 || cut.ClusterID() != "" {
+			t.Fatalf("%s: a state was installed", name)
+		}
+	}
+
+	// Data that does not decode: refused after a gap.
+	bad := append([]command{}, parts...)
+	bad[1].Data = append([]byte("not zstd"), bad[1].Data...)
+	if err := applyParts(newMeta(), 100, bad); err == nil || !strings.Contains(err.Error(), "decompress") {
+		t.Fatalf("a packed snapshot that does not decode: %v", err)
+	}
+}
+
+// TestDeleteTopicDropsOffsets: deleting a topic deletes the committed
+// offsets of its partitions, and a group left with none.
+func TestDeleteTopicDropsOffsets(t *testing.T) {
+	m := sampleMeta(t)
+	cmds := []command{
+		{Op: "create_topic", Topic: "u", Assignment: [][]int32{{1}}},
+		{Op: "commit_offsets", Group: "g", Offsets: []GroupOffset{{Topic: "u", Partition: 0, Offset: 3}}},
+		{Op: "commit_offsets", Group: "h", Offsets: []GroupOffset{{Topic: "t", Partition: 0, Offset: 4}}},
+		{Op: "delete_topic", Topic: "t"},
+	}
+	for i, c := range cmds {
+		if err := applyAt(t, m, c, int64(5+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := m.GroupOffsets("g", nil); len(got) != 1 || got[0].Topic != "u" {
+		t.Fatalf("group g after deleting t: %+v", got)
+	}
+	if got := m.OffsetGroups(); !reflect.DeepEqual(got, []string{"g"}) {
+		t.Fatalf("groups after deleting t: %v", got)
 	}
 }

@@ -2,11 +2,13 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/raftlog/raftlog/replication"
 )
 
@@ -65,7 +67,12 @@ func (m *Meta) applySnapshot(c command, offset int64, gap bool) {
 	if c.State == nil || (!gap && c.After != m.lastCmd) {
 		return
 	}
-	st := c.State
+	m.install(c.State)
+	m.snapAt = offset
+}
+
+// install makes st the state (under m.mu; st is the caller's no more).
+func (m *Meta) install(st *metaState) {
 	if st.ClusterID != "" {
 		m.clusterID = st.ClusterID
 	}
@@ -81,7 +88,132 @@ func (m *Meta) applySnapshot(c command, offset int64, gap bool) {
 		m.offsets = map[string]map[string]GroupOffset{}
 	}
 	m.lastProducerID = st.LastProducerID
-	m.snapAt = offset
+}
+
+// Packed snapshots.
+//
+// A state whose snapshot command would not fit in one batch of the
+// controller log (some 10,000 committed offsets make 1 MiB of JSON) is
+// packed: its JSON, compressed with zstd, is cut into parts that each
+// fit, appended one after another as commands of their own, as the leader
+// appends a plain snapshot (nothing between them). Part 0 carries After
+// and is where the log start moves. Applied in order, the parts are the
+// state once the last one is applied with no command between them; as
+// with a plain snapshot, a node that has applied every command before
+// them has that state already and only notes where the snapshot is, while
+// a node whose log resumes at part 0 (after a gap) collects the parts and
+// installs the state from the last. There nothing but the next part may
+// follow (apply refuses the log otherwise).
+
+// packedSnapshot is a packed snapshot whose parts are being applied.
+type packedSnapshot struct {
+	first   int64 // offset of part 0
+	last    int64 // offset of the last part applied
+	next    int   // the part expected next
+	parts   int
+	restore bool   // it follows a gap: the state is to be installed from it
+	data    []byte // the parts' data so far (restore only)
+}
+
+// startsSnapshot reports whether c may start the log after a gap: a plain
+// snapshot, or part 0 of a packed one.
+func (c command) startsSnapshot() bool {
+	return c.Op == "snapshot" && (c.State != nil || (c.Parts > 0 && c.Part == 0 && len(c.Data) > 0))
+}
+
+// applyPart applies a part of a packed snapshot (under m.mu; m.lastCmd
+// is the command before it).
+func (m *Meta) applyPart(c command, offset int64, gap bool) error {
+	p := m.pack
+	if p != nil && p.restore && (c.Part != p.next || c.Parts != p.parts) {
+		return fmt.Errorf("cluster: metadata log resumes at %d with a snapshot whose part %d of %d is followed by part %d of %d", p.first, p.next, p.parts, c.Part, c.Parts)
+	}
+	switch {
+	case c.Part == 0:
+		m.pack = nil
+		if !gap && c.After != m.lastCmd {
+			return nil // a command came between its capture and it: ignored
+		}
+		p = &packedSnapshot{first: offset, parts: c.Parts, restore: gap}
+		m.pack = p
+	case p == nil || c.Part != p.next || c.Parts != p.parts || p.last != m.lastCmd:
+		m.pack = nil // not the part expected next: the snapshot is ignored
+		return nil
+	}
+	p.next++
+	p.last = offset
+	if p.restore {
+		p.data = append(p.data, c.Data...)
+	}
+	if p.next < p.parts {
+		return nil
+	}
+	m.pack = nil
+	if p.restore {
+		st, err := unpackState(p.data)
+		if err != nil {
+			return fmt.Errorf("cluster: metadata snapshot at %d: %w", p.first, err)
+		}
+		m.install(st)
+	}
+	m.snapAt = p.first
+	return nil
+}
+
+// snapshotBatches are the batches of a snapshot of st, as of the command
+// at offset after: one plain snapshot command when it fits in maxBatch
+// bytes, else the parts of a packed one.
+func snapshotBatches(st metaState, after int64, maxBatch int) ([][]byte, error) {
+	if b := encodeCommand(command{Op: "snapshot", State: &st, After: after}); len(b) <= maxBatch {
+		return [][]byte{b}, nil
+	}
+	plain, err := json.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		return nil, err
+	}
+	packed := enc.EncodeAll(plain, nil)
+	enc.Close()
+	// A part's data is base64 in the command's JSON (4 bytes for 3); the
+	// rest of the command and the batch around it take under 1 KiB.
+	per := (maxBatch - 1024) / 4 * 3
+	if per <= 0 {
+		return nil, fmt.Errorf("a batch limit of %d bytes leaves no room for a snapshot part", maxBatch)
+	}
+	n := (len(packed) + per - 1) / per
+	out := make([][]byte, 0, n)
+	for i := range n {
+		b := encodeCommand(command{Op: "snapshot", After: after, Part: i, Parts: n, Data: packed[i*per : min((i+1)*per, len(packed))]})
+		if len(b) > maxBatch {
+			return nil, fmt.Errorf("snapshot part %d takes %d bytes, over the batch limit of %d", i, len(b), maxBatch)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// maxSnapshotBytes bounds the decompressed JSON of a packed snapshot.
+const maxSnapshotBytes = 1 << 30
+
+// unpackState decodes the data of a packed snapshot's parts.
+func unpackState(data []byte) (*metaState, error) {
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderMaxMemory(maxSnapshotBytes), zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return nil, err
+	}
+	defer dec.Close()
+	plain, err := dec.DecodeAll(data, nil)
+	if err != nil {
+		return nil, fmt.Errorf("decompress: %w", err)
+	}
+	var st metaState
+	if err := json.Unmarshal(plain, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
 }
 
 // sinceSnapshot is how many offsets of the controller log were applied
@@ -144,7 +276,8 @@ func (n *Node) maybeSnapshotController() {
 // snapshotController appends a snapshot of the metadata and moves the
 // controller log's start up to it.
 func (n *Node) snapshotController(ctx context.Context) error {
-	var size int
+	var size, parts int
+	var last int64
 	off, err := func() (int64, error) {
 		n.appendMu.Lock()
 		defer n.appendMu.Unlock()
@@ -159,17 +292,27 @@ func (n *Node) snapshotController(ctx context.Context) error {
 			return -1, err
 		}
 		st, after := n.meta.capture()
-		b := encodeCommand(command{Op: "snapshot", State: &st, After: after})
-		size = len(b)
-		if max := n.ctrl.Log().Config().MaxBatchBytes; size > max {
-			return -1, fmt.Errorf("the metadata takes %d bytes, over the controller log's batch limit of %d", size, max)
+		batches, err := snapshotBatches(st, after, n.ctrl.Log().Config().MaxBatchBytes)
+		if err != nil {
+			return -1, err
 		}
-		return n.ctrl.Append(ctx, b, replication.AcksAll)
+		parts = len(batches)
+		first := int64(-1)
+		for _, b := range batches {
+			size += len(b)
+			if last, err = n.ctrl.Append(ctx, b, replication.AcksAll); err != nil {
+				return -1, err
+			}
+			if first < 0 {
+				first = last
+			}
+		}
+		return first, nil
 	}()
 	if err != nil {
 		return err
 	}
-	if err := n.waitApplied(ctx, off+1); err != nil {
+	if err := n.waitApplied(ctx, last+1); err != nil {
 		return err
 	}
 	if !n.meta.snapshotAt(off) {
@@ -179,7 +322,7 @@ func (n *Node) snapshotController(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("move the controller log start to the snapshot at %d: %w", off, err)
 	}
-	n.logger.Info("controller snapshot", "offset", off, "bytes", size, "log_start", start)
+	n.logger.Info("controller snapshot", "offset", off, "bytes", size, "parts", parts, "log_start", start)
 	return nil
 }
 

@@ -2,6 +2,8 @@ package cluster_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"reflect"
@@ -35,7 +37,13 @@ func viewOf(nd *cluster.Node, groups []string) metaView {
 // node restarted on its data, or wiped and rebuilt from its peers, comes
 // back with the same metadata. The restart replays from the snapshot (the
 // gap path of Meta.apply); the wiped node replays the whole log.
-func TestControllerSnapshot(t *testing.T) { controllerSnapshotTest(t, false) }
+func TestControllerSnapshot(t *testing.T) { controllerSnapshotTest(t, false, false) }
+
+// TestControllerSnapshotPacked is TestControllerSnapshot with 1.6 MB of
+// committed offsets' metadata more, over the controller log's batch limit:
+// the snapshots are packed into parts (before they were, none was taken
+// and the log start never moved).
+func TestControllerSnapshotPacked(t *testing.T) { controllerSnapshotTest(t, false, true) }
 
 // TestControllerSnapshotFrequentRaftSnapshots is TestControllerSnapshot
 // with Raft snapshots every 16 entries, so that the wiped node is restored
@@ -43,9 +51,11 @@ func TestControllerSnapshot(t *testing.T) { controllerSnapshotTest(t, false) }
 // node's old server id reaches its new incarnation with a stale install
 // (replication's redundantInstall). Before that was refused, this failed
 // about two runs in five: the new replica stopped at the stale snapshot.
-func TestControllerSnapshotFrequentRaftSnapshots(t *testing.T) { controllerSnapshotTest(t, true) }
+func TestControllerSnapshotFrequentRaftSnapshots(t *testing.T) {
+	controllerSnapshotTest(t, true, false)
+}
 
-func controllerSnapshotTest(t *testing.T, frequentRaftSnapshots bool) {
+func controllerSnapshotTest(t *testing.T, frequentRaftSnapshots, packed bool) {
 	// Without frequentRaftSnapshots Raft takes none here (8,192 entries):
 	// the wiped node gets the controller log entry by entry from index 1,
 	// reading through the pinned segments below the leader's log start.
@@ -64,6 +74,24 @@ func controllerSnapshotTest(t *testing.T, frequentRaftSnapshots bool) {
 		t.Fatal(err)
 	}
 	groups := []string{"g0", "g1", "g2"}
+	if packed {
+		// Four groups of 100 offsets with 4,000 bytes of metadata each
+		// (Kafka's offset.metadata.max.bytes is 4,096), random so that
+		// they do not compress away.
+		for g := range 4 {
+			offs := make([]cluster.GroupOffset, 100)
+			for i := range offs {
+				md := make([]byte, 3000)
+				rand.Read(md)
+				offs[i] = cluster.GroupOffset{Topic: "s", Partition: int32(2 + i), Offset: int64(i), Metadata: base64.StdEncoding.EncodeToString(md)}
+			}
+			group := fmt.Sprintf("bulk%d", g)
+			if err := c.Nodes[g%3].CommitOffsets(ctx, group, offs); err != nil {
+				t.Fatal(err)
+			}
+			groups = append(groups, group)
+		}
+	}
 	down := -1 // a node not to commit through
 	commit := func(from, to int) {
 		t.Helper()
