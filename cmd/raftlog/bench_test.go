@@ -88,10 +88,50 @@ func TestBenchFlags(t *testing.T) {
 		{"bench", "consume", "--from", "middle"},
 		{"bench", "compare", "--sizes", "0"},
 		{"bench", "compare", "--rounds", "0"},
+		{"bench", "compare", "--half-runs", "0"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(args, &out, &errb); code != 2 {
 			t.Errorf("%v: exit %d, want 2 (usage)\n%s", args, code, errb.String())
 		}
+	}
+}
+
+// TestCompareHalfLoadJudged: the latency target is judged on the median
+// of the last memory state's runs' p99s, each run shown.
+func TestCompareHalfLoadJudged(t *testing.T) {
+	res := func(recs float64, p99ms int) bench.Result {
+		return bench.Result{RecordsPerSec: recs, TargetRate: 1000, Latency: bench.Quantiles{P99: time.Duration(p99ms) * time.Millisecond}}
+	}
+	r := compareRun{
+		names:  []string{"ref", "mid", "last"},
+		shapes: []compareShape{targetShape},
+		cells: [][][]compareCell{{{
+			{produce: res(1000, 0), consume: res(1000, 0)},
+			{produce: res(1000, 0), consume: res(1000, 0)},
+			{produce: res(600, 0), consume: res(800, 0)},
+		}}},
+		halfRuns: 3,
+		halves: []halfRun{
+			{memory: "free", last: []bench.Result{res(1000, 30), res(1000, 31), res(1000, 32)}, ref: res(1000, 50)},
+			{memory: "page cache full", last: []bench.Result{res(1000, 25), res(1000, 18), res(1000, 19)}, ref: res(1000, 50)},
+		},
+	}
+	var out bytes.Buffer
+	r.writeHalfLoad(&out)
+	for _, want := range []string{
+		"| last, run 2 | page cache full | 1000 | 0.0 ms | 18.0 ms |",
+		"| p99 produce latency < 20 ms at half that load | 19.0 ms (median of 25.0, 18.0, 19.0) | met |",
+		"| last produce ≥ 0.50 × ref records/s, 1 KiB × 6 | 0.60 | met |",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("missing %q in\n%s", want, out.String())
+		}
+	}
+	r.halves[1].last[2] = res(1000, 21)
+	out.Reset()
+	r.writeHalfLoad(&out)
+	if !strings.Contains(out.String(), "| 21.0 ms (median of 25.0, 18.0, 21.0) | **not met** |") {
+		t.Errorf("two runs of three over 20 ms:\n%s", out.String())
 	}
 }
