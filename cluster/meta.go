@@ -75,6 +75,10 @@ type GroupOffset struct {
 	Offset      int64  `json:"o"`
 	LeaderEpoch int32  `json:"e"`
 	Metadata    string `json:"m,omitempty"`
+	// CommitTime is when it was committed: the timestamp (ms) of the
+	// command's record, set as the command is applied (0: committed by a
+	// version from before it).
+	CommitTime int64 `json:"c,omitempty"`
 }
 
 // Meta is the applied metadata.
@@ -194,6 +198,11 @@ func (m *Meta) apply(p []byte) error {
 				if e := json.Unmarshal(r.Value, &c); e != nil {
 					err = fmt.Errorf("cluster: metadata command at %d: %w", offs[i], e)
 					return false
+				}
+				if c.Op == "commit_offsets" {
+					for j := range c.Offsets {
+						c.Offsets[j].CommitTime = r.Timestamp
+					}
 				}
 				if gap && (i > 0 || !c.startsSnapshot()) {
 					err = fmt.Errorf("cluster: metadata log resumes at %d after %d with %q, not a snapshot", offs[i], applied, c.Op)

@@ -308,3 +308,20 @@ func TestDeleteTopicDropsOffsets(t *testing.T) {
 		t.Fatalf("groups after deleting t: %v", got)
 	}
 }
+
+// TestCommitTime: a committed offset's commit time is its command's
+// record timestamp, whatever the command says.
+func TestCommitTime(t *testing.T) {
+	m := newMeta()
+	v, err := json.Marshal(command{Op: "commit_offsets", Group: "g", Offsets: []GroupOffset{{Topic: "t", Offset: 3, CommitTime: 999}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := log.BuildBatch(nil, log.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []log.Record{{Value: v, Timestamp: 1700000000123}})
+	if err := m.apply(b); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GroupOffsets("g", nil); len(got) != 1 || got[0].CommitTime != 1700000000123 {
+		t.Fatalf("committed %+v, want the commit time of the record", got)
+	}
+}

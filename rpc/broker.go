@@ -9,6 +9,7 @@ package rpc
 
 import (
 	"context"
+	"time"
 )
 
 // Broker is what the Kafka front end needs from the node it runs on.
@@ -177,6 +178,9 @@ type CommittedOffset struct {
 	Offset      int64
 	LeaderEpoch int32
 	Metadata    string
+	// CommitTime is when it was committed (FetchOffsets; zero: not known),
+	// which offset retention counts from.
+	CommitTime time.Time
 }
 
 // TopicPartition names a partition.

@@ -66,6 +66,15 @@ type GroupConfig struct {
 	// MaxMembers bounds the members of one group, pending ones included,
 	// as Kafka's group.max.size (default 1000): GROUP_MAX_SIZE_REACHED.
 	MaxMembers int
+	// OffsetsRetention: a group's committed offset is deleted once the
+	// group has had no members, and the offset has not been committed,
+	// for this long (Kafka's offsets.retention.minutes; default 7 days;
+	// negative: kept for ever). See offset_retention.go.
+	OffsetsRetention time.Duration
+	// OffsetsRetentionCheckInterval is how often the coordinator looks for
+	// expired offsets (offsets.retention.check.interval.ms; default 10
+	// minutes).
+	OffsetsRetentionCheckInterval time.Duration
 }
 
 // Defaults of GroupConfig.
@@ -74,6 +83,8 @@ const (
 	DefaultGroupMaxSessionTimeout = 30 * time.Minute
 	DefaultMaxGroups              = 10000
 	DefaultMaxGroupMembers        = 1000
+	DefaultOffsetsRetention       = 7 * 24 * time.Hour
+	DefaultOffsetsRetentionCheck  = 10 * time.Minute
 )
 
 // Bounds of what one member may make the coordinator hold.
@@ -101,6 +112,12 @@ func (cfg GroupConfig) withDefaults() GroupConfig {
 	if cfg.MaxMembers <= 0 {
 		cfg.MaxMembers = DefaultMaxGroupMembers
 	}
+	if cfg.OffsetsRetention == 0 {
+		cfg.OffsetsRetention = DefaultOffsetsRetention
+	}
+	if cfg.OffsetsRetentionCheckInterval <= 0 {
+		cfg.OffsetsRetentionCheckInterval = DefaultOffsetsRetentionCheck
+	}
 	return cfg
 }
 
@@ -124,8 +141,9 @@ var groupStateNames = [...]string{"Empty", "PreparingRebalance", "CompletingReba
 
 func (s groupState) String() string { return groupStateNames[s] }
 
-// clock makes timers; tests replace it.
+// clock tells the time and makes timers; tests replace it.
 type clock interface {
+	Now() time.Time
 	AfterFunc(d time.Duration, f func()) timer
 }
 
@@ -133,6 +151,7 @@ type timer interface{ Stop() bool }
 
 type realClock struct{}
 
+func (realClock) Now() time.Time                            { return time.Now() }
 func (realClock) AfterFunc(d time.Duration, f func()) timer { return time.AfterFunc(d, f) }
 
 func stopTimer(t timer) {
@@ -217,15 +236,19 @@ type coordinator struct {
 
 	mu     sync.Mutex
 	groups map[string]*group
+	// emptied is when each group dropped here was left with no members
+	// (offset retention counts from it; see offset_retention.go).
+	emptied map[string]time.Time
 }
 
 func newCoordinator(cfg GroupConfig, clk clock, logger hclog.Logger) *coordinator {
 	return &coordinator{
-		cfg:    cfg.withDefaults(),
-		clock:  clk,
-		logger: logger,
-		newID:  randomMemberID,
-		groups: make(map[string]*group),
+		cfg:     cfg.withDefaults(),
+		clock:   clk,
+		logger:  logger,
+		newID:   randomMemberID,
+		groups:  make(map[string]*group),
+		emptied: make(map[string]time.Time),
 	}
 }
 
@@ -345,6 +368,7 @@ func (c *coordinator) forget(g *group) {
 	c.mu.Lock()
 	if c.groups[g.name] == g {
 		delete(c.groups, g.name)
+		c.emptied[g.name] = c.clock.Now()
 	}
 	c.mu.Unlock()
 }
@@ -353,6 +377,7 @@ func (c *coordinator) forget(g *group) {
 // NOT_COORDINATOR: the coordinator moved (or the server closes).
 func (c *coordinator) reset() {
 	c.mu.Lock()
+	clear(c.emptied)
 	if len(c.groups) == 0 {
 		c.mu.Unlock()
 		return

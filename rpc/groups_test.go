@@ -25,6 +25,22 @@ type fakeTimer struct {
 	done bool
 }
 
+// fakeEpoch is a fakeClock's time zero.
+var fakeEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fakeEpoch.Add(c.now)
+}
+
+// set moves the time to d past fakeEpoch without firing any timer.
+func (c *fakeClock) set(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = d
+}
+
 func (c *fakeClock) AfterFunc(d time.Duration, f func()) timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/raftlog/raftlog/log"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -39,6 +40,8 @@ type memBroker struct {
 	offMu   sync.Mutex
 	offsets map[string]map[TopicPartition]CommittedOffset
 	commits atomic.Int64 // CommitOffsets calls
+	// clock, when set, tells the commit times (else time.Now).
+	clock clock
 }
 
 type memTopic struct {
@@ -461,7 +464,12 @@ func (b *memBroker) CommitOffsets(ctx context.Context, group string, offsets []C
 		g = make(map[TopicPartition]CommittedOffset)
 		b.offsets[group] = g
 	}
+	now := time.Now()
+	if b.clock != nil {
+		now = b.clock.Now()
+	}
 	for _, o := range offsets {
+		o.CommitTime = now
 		g[TopicPartition{o.Topic, o.Partition}] = o
 	}
 	return nil

@@ -119,7 +119,8 @@ type Server struct {
 	closed    bool
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{}
-	wg        sync.WaitGroup // connection goroutines
+	retaining bool           // the offset retention loop runs
+	wg        sync.WaitGroup // connection goroutines and the offset retention loop
 }
 
 // NewServer returns a server for b; call Serve to accept connections.
@@ -155,6 +156,11 @@ func (s *Server) Serve(ln net.Listener) error {
 		return ErrServerClosed
 	}
 	s.listeners[ln] = struct{}{}
+	if s.groups != nil && !s.retaining && s.groups.cfg.OffsetsRetention > 0 {
+		s.retaining = true
+		s.wg.Add(1)
+		go s.retainOffsets()
+	}
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()

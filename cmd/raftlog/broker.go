@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlog/raftlog/cluster"
@@ -157,7 +158,11 @@ func (b broker) CommitOffsets(ctx context.Context, group string, offs []rpc.Comm
 func (b broker) FetchOffsets(group string, topics []string) ([]rpc.CommittedOffset, error) {
 	var out []rpc.CommittedOffset
 	for _, o := range b.n.Meta().GroupOffsets(group, topics) {
-		out = append(out, rpc.CommittedOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata})
+		c := rpc.CommittedOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata}
+		if o.CommitTime > 0 {
+			c.CommitTime = time.UnixMilli(o.CommitTime)
+		}
+		out = append(out, c)
 	}
 	return out, nil
 }

@@ -232,3 +232,81 @@ func TestKcatBalancedConsumer(t *testing.T) {
 		t.Fatalf("kcat -G read %d of 40 records:\n%s", n, out)
 	}
 }
+
+// TestOffsetRetentionOnCluster: with a retention of 3 s, the offsets a
+// memberless group committed are deleted 3 s after their commit (not
+// after the node took the coordinator's role: a first group's expiry
+// shows that lies behind), while those of a group whose member is alive
+// stay, though committed earlier.
+func TestOffsetRetentionOnCluster(t *testing.T) {
+	c := startTestClusterWith(t, 1, func(_ int, f *serveFlags) {
+		f.offsetsRetention, f.offsetsCheck = 3*time.Second, 100*time.Millisecond
+	})
+	c.createTopic("ret", 1, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	prod := c.client(kgo.DefaultProduceTopic("ret"))
+	if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte("r")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// "live": a member that consumes and commits, and stays.
+	member := c.client(kgo.ConsumerGroup("live"), kgo.ConsumeTopics("ret"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	for got := 0; got == 0; {
+		fs := member.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatal(err)
+		}
+		got = fs.NumRecords()
+	}
+	if err := member.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(c.client())
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: "ret", Partition: 0, At: 1})
+	commit := func(group string) {
+		t.Helper()
+		if _, err := adm.CommitOffsets(ctx, group, offs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	committed := func(group string) int {
+		t.Helper()
+		r, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		r.Each(func(o kadm.OffsetResponse) {
+			if o.Err == nil && o.At >= 0 {
+				n++
+			}
+		})
+		return n
+	}
+	gone := func(group string) {
+		t.Helper()
+		eventually(t, 30*time.Second, func() error {
+			if n := committed(group); n != 0 {
+				return fmt.Errorf("%s still has %d offsets", group, n)
+			}
+			return nil
+		})
+	}
+	// "first" expires at least 3 s after the node took the role.
+	commit("first")
+	gone("first")
+	// "solo": committed after, with no member.
+	before := time.Now()
+	commit("solo")
+	if committed("solo") != 1 || committed("live") != 1 {
+		t.Fatalf("committed: solo %d, live %d", committed("solo"), committed("live"))
+	}
+	gone("solo")
+	if d := time.Since(before); d < 3*time.Second-10*time.Millisecond {
+		t.Fatalf("solo's offsets went %v after their commit, before the retention", d)
+	}
+	if n := committed("live"); n != 1 {
+		t.Fatalf("the live group's offsets went with the memberless one's: %d left", n)
+	}
+}

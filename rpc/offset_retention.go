@@ -1,0 +1,132 @@
+package rpc
+
+import (
+	"context"
+	"time"
+)
+
+// Offset retention.
+//
+// As in Kafka (offsets.retention.minutes, KIP-211), a committed offset is
+// deleted once its group has had no members for
+// GroupConfig.OffsetsRetention and the offset was not committed in that
+// time either; a group with members keeps its offsets, however old. The
+// node that coordinates groups looks every
+// GroupConfig.OffsetsRetentionCheckInterval and deletes the expired
+// offsets through GroupBroker.DeleteOffsets (replicated, as a commit is).
+//
+// Membership lives in the coordinator's memory, so when a group was left
+// empty is known only for groups emptied on this node since it took the
+// role. For the others (emptied before, on another node, or never with
+// members: groups that only commit) the retention counts from when this
+// node was first seen coordinating, and from each offset's commit time
+// (CommittedOffset.CommitTime). A coordinator change therefore postpones
+// an expiry, never hastens it.
+//
+// Not done: Kafka also expires, in a Stable consumer group, the offsets of
+// topics no member subscribes to any more; and it keeps an offset whose
+// commit is in flight, where here a commit to an expired partition of a
+// memberless group in the moment between the check and the deletion is
+// deleted with it.
+
+// retainOffsets checks for expired offsets every check interval until
+// the server closes.
+func (s *Server) retainOffsets() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.groups.cfg.OffsetsRetentionCheckInterval)
+	defer t.Stop()
+	var since time.Time
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+			since = s.expireOffsets(s.ctx, s.groups.clock.Now(), since)
+		}
+	}
+}
+
+// expireOffsets deletes the committed offsets expired at now, when this
+// node coordinates groups. since is when it was first seen coordinating
+// (zero: not so far); the returned since is for the next check.
+func (s *Server) expireOffsets(ctx context.Context, now, since time.Time) time.Time {
+	keep := s.groups.cfg.OffsetsRetention
+	if keep < 0 {
+		return since
+	}
+	if s.gb.Coordinator() != s.b.NodeID() {
+		return time.Time{}
+	}
+	if since.IsZero() {
+		return now // nothing is known of what came before
+	}
+	withOffsets := map[string]bool{}
+	for _, name := range s.gb.OffsetGroups() {
+		if ctx.Err() != nil {
+			return since
+		}
+		withOffsets[name] = true
+		emptied, empty := s.groups.emptySince(name)
+		if !empty {
+			continue
+		}
+		from := later(since, emptied)
+		offs, err := s.gb.FetchOffsets(name, nil)
+		if err != nil {
+			s.logger.Warn("offset retention: fetch a group's offsets", "group", name, "error", err)
+			continue
+		}
+		var expired []TopicPartition
+		for _, o := range offs {
+			if now.Sub(later(from, o.CommitTime)) >= keep {
+				expired = append(expired, TopicPartition{Topic: o.Topic, Partition: o.Partition})
+			}
+		}
+		if len(expired) == 0 {
+			continue
+		}
+		if err := s.gb.DeleteOffsets(ctx, name, expired); err != nil {
+			s.logger.Warn("offset retention: delete expired offsets", "group", name, "error", err)
+			continue
+		}
+		s.logger.Info("deleted expired committed offsets", "group", name, "partitions", len(expired), "of", len(offs), "retention", keep)
+	}
+	s.groups.pruneEmptied(withOffsets)
+	return since
+}
+
+// later is the later of two times.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// emptySince reports whether a group has no members or pending members
+// here, and since when, if it was emptied here (zero: not known).
+func (c *coordinator) emptySince(name string) (time.Time, bool) {
+	g, _ := c.lockGroup(name, false)
+	if g != nil {
+		busy := len(g.members) > 0 || len(g.pending) > 0
+		g.unlock()
+		if busy {
+			return time.Time{}, false
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.emptied[name], true
+}
+
+// pruneEmptied forgets when the groups without committed offsets were
+// emptied (nothing of theirs expires).
+func (c *coordinator) pruneEmptied(withOffsets map[string]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name := range c.emptied {
+		if !withOffsets[name] {
+			delete(c.emptied, name)
+		}
+	}
+}
