@@ -496,3 +496,14 @@ func (n *Node) DeleteOffsets(ctx context.Context, group string, offs []GroupOffs
 	_, err := n.controllerAppend(ctx, command{Op: "delete_offsets", Group: group, Offsets: offs})
 	return err
 }
+
+// ExpireOffsets deletes each of offs that was not committed again since
+// its CommitTime: decided as the command is applied, in the log's order,
+// so a commit that lands before it is kept.
+func (n *Node) ExpireOffsets(ctx context.Context, group string, offs []GroupOffset) error {
+	if len(offs) == 0 {
+		return nil
+	}
+	_, err := n.controllerAppend(ctx, command{Op: "delete_offsets", Group: group, Offsets: offs, Expire: true})
+	return err
+}

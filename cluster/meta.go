@@ -36,7 +36,10 @@ type command struct {
 	// commit_offsets, delete_offsets
 	Group   string        `json:"group,omitempty"`
 	Offsets []GroupOffset `json:"offsets,omitempty"`
-	// delete_offsets with no Offsets deletes all of the group's.
+	// delete_offsets with no Offsets deletes all of the group's; with
+	// Expire, each of Offsets only while its CommitTime is still the
+	// offset's (not committed again since).
+	Expire bool `json:"expire,omitempty"`
 	// alloc_producer_id: the id is the offset of the command.
 	// reassign, reassign_done (reassign.go): Topic, TopicID, Partition
 	// and the target Replicas; Cancel moves back to where the
@@ -231,10 +234,17 @@ func (m *Meta) apply(p []byte) error {
 func (m *Meta) applyOne(c command, offset int64, gap bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if gap {
+		// The log start moved past a snapshot being restored from: the
+		// one it resumes at replaces it.
+		m.pack = nil
+	}
 	if c.Op == "snapshot" && c.Parts > 0 {
-		err := m.applyPart(c, offset, gap)
+		if err := m.applyPart(c, offset, gap); err != nil {
+			return err // nothing changed: applied again, it fails again
+		}
 		m.lastCmd = offset
-		return err
+		return nil
 	}
 	if p := m.pack; p != nil {
 		if p.restore {
@@ -298,7 +308,14 @@ func (m *Meta) applyOne(c command, offset int64, gap bool) error {
 			m.offsets[c.Group] = g
 		}
 		for _, o := range c.Offsets {
-			g[offsetKey(o.Topic, o.Partition)] = o
+			// A topic deleted since the commit was checked: its offsets
+			// went with it, and do not come back.
+			if _, ok := m.topics[o.Topic]; ok {
+				g[offsetKey(o.Topic, o.Partition)] = o
+			}
+		}
+		if len(g) == 0 {
+			delete(m.offsets, c.Group)
 		}
 	case "delete_offsets":
 		if len(c.Offsets) == 0 {
@@ -306,7 +323,10 @@ func (m *Meta) applyOne(c command, offset int64, gap bool) error {
 			return nil
 		}
 		for _, o := range c.Offsets {
-			delete(m.offsets[c.Group], offsetKey(o.Topic, o.Partition))
+			k := offsetKey(o.Topic, o.Partition)
+			if cur, ok := m.offsets[c.Group][k]; ok && (!c.Expire || cur.CommitTime == o.CommitTime) {
+				delete(m.offsets[c.Group], k)
+			}
 		}
 		if len(m.offsets[c.Group]) == 0 {
 			delete(m.offsets, c.Group)

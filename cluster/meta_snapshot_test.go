@@ -278,16 +278,52 @@ func TestMetaPackedSnapshot(t *testing.T) {
 		}
 	}
 
-	// Data that does not decode: refused after a gap.
+	// The log start moving on while a restore is under way (the node
+	// fell behind its own log by a snapshot): the snapshot it resumes at
+	// replaces the one being restored, packed or plain.
+	moving := newMeta()
+	if err := applyParts(moving, 100, parts[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyParts(moving, 200, parts); err != nil {
+		t.Fatalf("a packed snapshot after a gap in a restore: %v", err)
+	}
+	if !moving.snapshotAt(200) || !reflect.DeepEqual(fullViewOf(moving), want) {
+		t.Fatalf("restored from the second snapshot: at %d", moving.snapAt)
+	}
+	plainAfter := newMeta()
+	if err := applyParts(plainAfter, 100, parts[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyAt(t, plainAfter, command{Op: "snapshot", State: &small, After: 4}, 300); err != nil {
+		t.Fatalf("a plain snapshot after a gap in a restore: %v", err)
+	}
+	if !plainAfter.snapshotAt(300) || plainAfter.ClusterID() != "c1" {
+		t.Fatalf("restored from the plain snapshot: at %d", plainAfter.snapAt)
+	}
+
+	// Data that does not decode: refused after a gap, again when applied
+	// again (as the apply loop retries), and nothing installed.
 	bad := append([]command{}, parts...)
-	bad[1].Data = append([]byte("not zstd"), bad[1].Data...)
-	if err := applyParts(newMeta(), 100, bad); err == nil || !strings.Contains(err.Error(), "decompress") {
+	last := len(bad) - 1
+	bad[last].Data = append([]byte("not zstd"), bad[last].Data...)
+	corrupt := newMeta()
+	if err := applyParts(corrupt, 100, bad); err == nil || !strings.Contains(err.Error(), "decompress") {
 		t.Fatalf("a packed snapshot that does not decode: %v", err)
+	}
+	for range 2 {
+		if err := applyAt(t, corrupt, bad[last], int64(100+last)); err == nil {
+			t.Fatal("the part that does not decode was taken when applied again")
+		}
+	}
+	if corrupt.snapAt != -1 || corrupt.ClusterID() != "" || corrupt.Applied() != int64(100+last) {
+		t.Fatalf("after the refused part: snapshot at %d, applied %d", corrupt.snapAt, corrupt.Applied())
 	}
 }
 
 // TestDeleteTopicDropsOffsets: deleting a topic deletes the committed
-// offsets of its partitions, and a group left with none.
+// offsets of its partitions, and a group left with none; a commit applied
+// after the deletion (checked before it) does not bring them back.
 func TestDeleteTopicDropsOffsets(t *testing.T) {
 	m := sampleMeta(t)
 	cmds := []command{
@@ -307,21 +343,48 @@ func TestDeleteTopicDropsOffsets(t *testing.T) {
 	if got := m.OffsetGroups(); !reflect.DeepEqual(got, []string{"g"}) {
 		t.Fatalf("groups after deleting t: %v", got)
 	}
+	if err := applyAt(t, m, command{Op: "commit_offsets", Group: "late", Offsets: []GroupOffset{{Topic: "t", Partition: 0, Offset: 9}}}, 9); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.OffsetGroups(); !reflect.DeepEqual(got, []string{"g"}) {
+		t.Fatalf("groups after a commit to the deleted t: %v", got)
+	}
 }
 
 // TestCommitTime: a committed offset's commit time is its command's
 // record timestamp, whatever the command says.
 func TestCommitTime(t *testing.T) {
-	m := newMeta()
+	m := sampleMeta(t)
 	v, err := json.Marshal(command{Op: "commit_offsets", Group: "g", Offsets: []GroupOffset{{Topic: "t", Offset: 3, CommitTime: 999}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := log.BuildBatch(nil, log.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []log.Record{{Value: v, Timestamp: 1700000000123}})
+	b := log.BuildBatch(nil, log.BatchOptions{BaseOffset: 5, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []log.Record{{Value: v, Timestamp: 1700000000123}})
 	if err := m.apply(b); err != nil {
 		t.Fatal(err)
 	}
-	if got := m.GroupOffsets("g", nil); len(got) != 1 || got[0].CommitTime != 1700000000123 {
-		t.Fatalf("committed %+v, want the commit time of the record", got)
+	if got := m.GroupOffsets("g", nil); len(got) != 2 || got[0].CommitTime != 1700000000123 || got[1].CommitTime != 1 {
+		t.Fatalf("committed %+v, want the commit time of each record", got)
+	}
+}
+
+// TestExpireOffsets: an expiry deletes an offset only while it still has
+// the commit time the expiry saw; one committed again since is kept.
+func TestExpireOffsets(t *testing.T) {
+	m := sampleMeta(t) // t/0 and t/1 of g, committed at 1
+	v, err := json.Marshal(command{Op: "commit_offsets", Group: "g", Offsets: []GroupOffset{{Topic: "t", Partition: 1, Offset: 8}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.apply(log.BuildBatch(nil, log.BatchOptions{BaseOffset: 5, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []log.Record{{Value: v, Timestamp: 50}})); err != nil {
+		t.Fatal(err)
+	}
+	// Both were seen at commit time 1; t/1 was committed again (at 50).
+	expire := command{Op: "delete_offsets", Group: "g", Expire: true, Offsets: []GroupOffset{{Topic: "t", Partition: 0, CommitTime: 1}, {Topic: "t", Partition: 1, CommitTime: 1}}}
+	if err := applyAt(t, m, expire, 6); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GroupOffsets("g", nil); len(got) != 1 || got[0].Partition != 1 || got[0].Offset != 8 {
+		t.Fatalf("after the expiry: %+v, want t/1 committed again kept", got)
 	}
 }

@@ -122,7 +122,7 @@ func (c command) startsSnapshot() bool {
 }
 
 // applyPart applies a part of a packed snapshot (under m.mu; m.lastCmd
-// is the command before it).
+// is the command before it). On an error it changes nothing.
 func (m *Meta) applyPart(c command, offset int64, gap bool) error {
 	p := m.pack
 	if p != nil && p.restore && (c.Part != p.next || c.Parts != p.parts) {
@@ -140,22 +140,25 @@ func (m *Meta) applyPart(c command, offset int64, gap bool) error {
 		m.pack = nil // not the part expected next: the snapshot is ignored
 		return nil
 	}
-	p.next++
-	p.last = offset
-	if p.restore {
-		p.data = append(p.data, c.Data...)
-	}
-	if p.next < p.parts {
-		return nil
-	}
-	m.pack = nil
-	if p.restore {
-		st, err := unpackState(p.data)
+	if p.next+1 == p.parts && p.restore {
+		st, err := unpackState(append(p.data, c.Data...))
 		if err != nil {
+			if c.Part == 0 {
+				m.pack = nil // as before it: a gap
+			}
 			return fmt.Errorf("cluster: metadata snapshot at %d: %w", p.first, err)
 		}
 		m.install(st)
 	}
+	p.next++
+	p.last = offset
+	if p.next < p.parts {
+		if p.restore {
+			p.data = append(p.data, c.Data...)
+		}
+		return nil
+	}
+	m.pack = nil
 	m.snapAt = p.first
 	return nil
 }
@@ -164,12 +167,18 @@ func (m *Meta) applyPart(c command, offset int64, gap bool) error {
 // at offset after: one plain snapshot command when it fits in maxBatch
 // bytes, else the parts of a packed one.
 func snapshotBatches(st metaState, after int64, maxBatch int) ([][]byte, error) {
-	if b := encodeCommand(command{Op: "snapshot", State: &st, After: after}); len(b) <= maxBatch {
-		return [][]byte{b}, nil
-	}
 	plain, err := json.Marshal(st)
 	if err != nil {
 		return nil, err
+	}
+	if len(plain) < maxBatch { // else it cannot fit: not marshalled twice
+		if b := encodeCommand(command{Op: "snapshot", State: &st, After: after}); len(b) <= maxBatch {
+			return [][]byte{b}, nil
+		}
+	}
+	if len(plain) > maxSnapshotBytes {
+		// No node could restore from it (unpackState's bound).
+		return nil, fmt.Errorf("the metadata takes %d bytes of JSON, over the %d a snapshot may hold", len(plain), maxSnapshotBytes)
 	}
 	enc, err := zstd.NewWriter(nil)
 	if err != nil {

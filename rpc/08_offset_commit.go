@@ -21,7 +21,8 @@ const maxOffsetMetadata = 4096
 // their leader epoch (v6+, -1 before) and metadata; partitions of unknown
 // topics are UNKNOWN_TOPIC_OR_PARTITION, metadata over 4096 bytes
 // OFFSET_METADATA_TOO_LARGE. v1's commit timestamp and v2–4's retention
-// time are ignored (offsets are kept until deleted). Not the coordinator:
+// time are ignored (offsets expire by GroupConfig.OffsetsRetention, as in
+// Kafka since 2.1; offset_retention.go). Not the coordinator:
 // NOT_COORDINATOR for every partition.
 func (s *Server) offsetCommit(c *call, req *kmsg.OffsetCommitRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)

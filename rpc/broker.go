@@ -169,6 +169,11 @@ type GroupBroker interface {
 	DeleteOffsets(ctx context.Context, group string, parts []TopicPartition) error
 	// OffsetGroups lists the groups that have committed offsets.
 	OffsetGroups() []string
+	// ExpireOffsets deletes each of a group's offsets given unless it was
+	// committed again after its CommitTime (as FetchOffsets told it), in
+	// the order of the commits, so that a commit that lands first is
+	// kept: offset retention.
+	ExpireOffsets(ctx context.Context, group string, offsets []CommittedOffset) error
 }
 
 // CommittedOffset is one committed offset.

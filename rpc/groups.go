@@ -236,9 +236,11 @@ type coordinator struct {
 
 	mu     sync.Mutex
 	groups map[string]*group
-	// emptied is when each group dropped here was left with no members
-	// (offset retention counts from it; see offset_retention.go).
+	// emptied is when each group dropped here was left with no members,
+	// and resetAt when every group was last dropped (the coordinator
+	// moved): offset retention counts from them (offset_retention.go).
 	emptied map[string]time.Time
+	resetAt time.Time
 }
 
 func newCoordinator(cfg GroupConfig, clk clock, logger hclog.Logger) *coordinator {
@@ -368,7 +370,9 @@ func (c *coordinator) forget(g *group) {
 	c.mu.Lock()
 	if c.groups[g.name] == g {
 		delete(c.groups, g.name)
-		c.emptied[g.name] = c.clock.Now()
+		if c.cfg.OffsetsRetention > 0 {
+			c.emptied[g.name] = c.clock.Now()
+		}
 	}
 	c.mu.Unlock()
 }
@@ -378,6 +382,7 @@ func (c *coordinator) forget(g *group) {
 func (c *coordinator) reset() {
 	c.mu.Lock()
 	clear(c.emptied)
+	c.resetAt = c.clock.Now()
 	if len(c.groups) == 0 {
 		c.mu.Unlock()
 		return

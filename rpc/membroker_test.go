@@ -513,6 +513,25 @@ func (b *memBroker) DeleteOffsets(ctx context.Context, group string, parts []Top
 	return nil
 }
 
+func (b *memBroker) ExpireOffsets(ctx context.Context, group string, offsets []CommittedOffset) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.offMu.Lock()
+	defer b.offMu.Unlock()
+	g := b.offsets[group]
+	for _, o := range offsets {
+		tp := TopicPartition{o.Topic, o.Partition}
+		if cur, ok := g[tp]; ok && cur.CommitTime.Equal(o.CommitTime) {
+			delete(g, tp)
+		}
+	}
+	if len(g) == 0 {
+		delete(b.offsets, group)
+	}
+	return nil
+}
+
 func (b *memBroker) OffsetGroups() []string {
 	b.offMu.Lock()
 	defer b.offMu.Unlock()

@@ -18,16 +18,17 @@ import (
 // Membership lives in the coordinator's memory, so when a group was left
 // empty is known only for groups emptied on this node since it took the
 // role. For the others (emptied before, on another node, or never with
-// members: groups that only commit) the retention counts from when this
-// node was first seen coordinating, and from each offset's commit time
+// members: groups that only commit) the retention counts from the first
+// check that found this node coordinating, or from when it last dropped
+// its groups (the role moved away; its members may still be rejoining),
+// whichever is later, and from each offset's commit time
 // (CommittedOffset.CommitTime). A coordinator change therefore postpones
-// an expiry, never hastens it.
+// an expiry, never hastens it. The deletion is conditional
+// (GroupBroker.ExpireOffsets): an offset committed again between the
+// check and the deletion is kept.
 //
 // Not done: Kafka also expires, in a Stable consumer group, the offsets of
-// topics no member subscribes to any more; and it keeps an offset whose
-// commit is in flight, where here a commit to an expired partition of a
-// memberless group in the moment between the check and the deletion is
-// deleted with it.
+// topics no member subscribes to any more.
 
 // retainOffsets checks for expired offsets every check interval until
 // the server closes.
@@ -76,16 +77,19 @@ func (s *Server) expireOffsets(ctx context.Context, now, since time.Time) time.T
 			s.logger.Warn("offset retention: fetch a group's offsets", "group", name, "error", err)
 			continue
 		}
-		var expired []TopicPartition
+		var expired []CommittedOffset
 		for _, o := range offs {
 			if now.Sub(later(from, o.CommitTime)) >= keep {
-				expired = append(expired, TopicPartition{Topic: o.Topic, Partition: o.Partition})
+				expired = append(expired, o)
 			}
 		}
 		if len(expired) == 0 {
 			continue
 		}
-		if err := s.gb.DeleteOffsets(ctx, name, expired); err != nil {
+		if s.gb.Coordinator() != s.b.NodeID() {
+			return time.Time{} // the role moved during the pass
+		}
+		if err := s.gb.ExpireOffsets(ctx, name, expired); err != nil {
 			s.logger.Warn("offset retention: delete expired offsets", "group", name, "error", err)
 			continue
 		}
@@ -104,7 +108,8 @@ func later(a, b time.Time) time.Time {
 }
 
 // emptySince reports whether a group has no members or pending members
-// here, and since when, if it was emptied here (zero: not known).
+// here, and since when as far as this node knows: when it was emptied
+// here, or when every group was dropped here last (zero: neither).
 func (c *coordinator) emptySince(name string) (time.Time, bool) {
 	g, _ := c.lockGroup(name, false)
 	if g != nil {
@@ -116,7 +121,7 @@ func (c *coordinator) emptySince(name string) (time.Time, bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.emptied[name], true
+	return later(c.emptied[name], c.resetAt), true
 }
 
 // pruneEmptied forgets when the groups without committed offsets were

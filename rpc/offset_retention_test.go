@@ -92,6 +92,18 @@ func TestOffsetRetention(t *testing.T) {
 	check(50*day, map[string][]int32{"live": {0}})
 	check(51*day-time.Second, map[string][]int32{"live": {0}})
 	check(51*day, map[string][]int32{})
+
+	// The role moves away and back between two checks: the groups
+	// dropped then (members still rejoining) count from that moment.
+	commit("back", 0)
+	h.newMember(jp("back", ""))
+	check(60*day, map[string][]int32{"back": {0}})
+	clk.set(60*day + time.Hour)
+	b.moveCoordinator(2)
+	s.groups.reset()
+	b.moveCoordinator(1)
+	check(61*day, map[string][]int32{"back": {0}})
+	check(61*day+time.Hour, map[string][]int32{})
 }
 
 // TestOffsetRetentionNever: a negative retention keeps every offset.

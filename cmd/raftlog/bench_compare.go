@@ -46,7 +46,7 @@ func runBenchCompare(args []string, stdout, stderr io.Writer) int {
 	duration := fs.Duration("duration", 3*time.Second, "length of each produce run")
 	rounds := fs.Int("rounds", 3, "rounds of every target and shape (the median ratio is reported)")
 	halfDuration := fs.Duration("half-duration", 10*time.Second, "length of the run at half load")
-	halfRuns := fs.Int("half-runs", 3, "runs of the last target at half load in each memory state (a new topic each); the p99 judged is their median, as the rounds' ratios are")
+	halfRuns := fs.Int("half-runs", 3, "runs of the last target at half load in each memory state (a new topic each); the p99 judged is their median, as the rounds' ratios are (of an even count, the higher of the middle two)")
 	warmup := fs.Duration("warmup", 5*time.Second, "unmeasured produce at half load at the start of each half-load run, on the same topic and client (leaders elected, connections open, pages and buffers in use)")
 	sizes := fs.String("sizes", "1024,100", "record value sizes in bytes, comma-separated")
 	parts := fs.String("partitions", "1,6", "partition counts, comma-separated")

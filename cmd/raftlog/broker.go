@@ -180,6 +180,18 @@ func (b broker) DeleteOffsets(ctx context.Context, group string, parts []rpc.Top
 
 func (b broker) OffsetGroups() []string { return b.n.Meta().OffsetGroups() }
 
+func (b broker) ExpireOffsets(ctx context.Context, group string, offsets []rpc.CommittedOffset) error {
+	gs := make([]cluster.GroupOffset, 0, len(offsets))
+	for _, o := range offsets {
+		g := cluster.GroupOffset{Topic: o.Topic, Partition: o.Partition}
+		if !o.CommitTime.IsZero() {
+			g.CommitTime = o.CommitTime.UnixMilli()
+		}
+		gs = append(gs, g)
+	}
+	return b.n.ExpireOffsets(ctx, group, gs)
+}
+
 // partition is a led replica seen by the Kafka front end.
 type partition struct{ r *replication.Replica }
 

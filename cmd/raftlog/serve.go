@@ -93,7 +93,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.balanceInterval, "leader-balance-interval", 30*time.Second, "how often the controller's leader spreads partition leaders evenly over the live nodes (0: never)")
 	fs.IntVar(&f.balanceMoves, "leader-balance-moves", 8, "leadership transfers per balancing round at most")
 	fs.DurationVar(&f.balanceGrace, "leader-balance-grace", time.Minute, "a node up for less than this is given no leadership by the balancer")
-	fs.DurationVar(&f.offsetsRetention, "offsets-retention", rpc.DefaultOffsetsRetention, "delete a consumer group's committed offset once the group has had no members, and the offset has not been committed, for this long (Kafka's offsets.retention.minutes; negative: never)")
+	fs.DurationVar(&f.offsetsRetention, "offsets-retention", rpc.DefaultOffsetsRetention, "delete a consumer group's committed offset once the group has had no members, and the offset has not been committed, for this long (Kafka's offsets.retention.minutes; negative: never; 0: the default)")
 	fs.DurationVar(&f.offsetsCheck, "offsets-retention-check-interval", rpc.DefaultOffsetsRetentionCheck, "how often the group coordinator looks for expired committed offsets (offsets.retention.check.interval.ms)")
 	fs.DurationVar(&f.deadNodeTimeout, "dead-node-timeout", 10*time.Minute, "move the replicas of a node that has not been a live member for this long to live nodes (0: never)")
 	fs.Int64Var(&f.writeBehind, "write-behind-bytes", log.DefaultWriteBehindBytes, "start the writeback of a partition log's new bytes to the device every this many bytes (sync_file_range), so the kernel writes the logs back in small steps instead of bursts that stall appends; makes nothing durable (negative: leave it to the kernel)")
