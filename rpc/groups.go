@@ -1261,7 +1261,15 @@ func (c *coordinator) subscriptions(groupID string) (found bool, consumer bool, 
 	if g.protocolType != "consumer" {
 		return true, false, nil, true
 	}
-	topics = make(map[string]bool)
+	topics, ok := g.consumerTopics()
+	return true, true, topics, !ok
+}
+
+// consumerTopics are the topics the members of a "consumer" group
+// subscribe to, by their metadata of the selected protocol (of every
+// protocol before one is selected); false when a member's does not parse.
+func (g *group) consumerTopics() (map[string]bool, bool) {
+	topics := make(map[string]bool)
 	for _, m := range g.members {
 		for _, p := range m.protocols {
 			if g.protocol != "" && p.name != g.protocol {
@@ -1269,12 +1277,12 @@ func (c *coordinator) subscriptions(groupID string) (found bool, consumer bool, 
 			}
 			var meta kmsg.ConsumerMemberMetadata
 			if err := meta.ReadFrom(p.metadata); err != nil {
-				return true, true, nil, true
+				return nil, false
 			}
 			for _, t := range meta.Topics {
 				topics[t] = true
 			}
 		}
 	}
-	return true, true, topics, false
+	return topics, true
 }

@@ -10,10 +10,12 @@ import (
 // As in Kafka (offsets.retention.minutes, KIP-211), a committed offset is
 // deleted once its group has had no members for
 // GroupConfig.OffsetsRetention and the offset was not committed in that
-// time either; a group with members keeps its offsets, however old. The
+// time either. A group with members keeps its offsets, however old,
+// except that a Stable "consumer" group's offsets of topics none of its
+// members subscribes to expire by their commit times alone. The
 // node that coordinates groups looks every
 // GroupConfig.OffsetsRetentionCheckInterval and deletes the expired
-// offsets through GroupBroker.DeleteOffsets (replicated, as a commit is).
+// offsets through GroupBroker.ExpireOffsets (replicated, as a commit is).
 //
 // Membership lives in the coordinator's memory, so when a group was left
 // empty is known only for groups emptied on this node since it took the
@@ -26,9 +28,6 @@ import (
 // an expiry, never hastens it. The deletion is conditional
 // (GroupBroker.ExpireOffsets): an offset committed again between the
 // check and the deletion is kept.
-//
-// Not done: Kafka also expires, in a Stable consumer group, the offsets of
-// topics no member subscribes to any more.
 
 // retainOffsets checks for expired offsets every check interval until
 // the server closes.
@@ -67,11 +66,10 @@ func (s *Server) expireOffsets(ctx context.Context, now, since time.Time) time.T
 			return since
 		}
 		withOffsets[name] = true
-		emptied, empty := s.groups.emptySince(name)
-		if !empty {
+		v := s.groups.retentionOf(name)
+		if !v.empty && v.subscribed == nil {
 			continue
 		}
-		from := later(since, emptied)
 		offs, err := s.gb.FetchOffsets(name, nil)
 		if err != nil {
 			s.logger.Warn("offset retention: fetch a group's offsets", "group", name, "error", err)
@@ -79,7 +77,13 @@ func (s *Server) expireOffsets(ctx context.Context, now, since time.Time) time.T
 		}
 		var expired []CommittedOffset
 		for _, o := range offs {
-			if now.Sub(later(from, o.CommitTime)) >= keep {
+			from := later(since, o.CommitTime)
+			if v.empty {
+				from = later(from, v.emptied)
+			} else if v.subscribed[o.Topic] {
+				continue
+			}
+			if now.Sub(from) >= keep {
 				expired = append(expired, o)
 			}
 		}
@@ -107,21 +111,38 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-// emptySince reports whether a group has no members or pending members
-// here, and since when as far as this node knows: when it was emptied
-// here, or when every group was dropped here last (zero: neither).
-func (c *coordinator) emptySince(name string) (time.Time, bool) {
+// groupRetention is what a group's state here says of its offsets' expiry.
+type groupRetention struct {
+	// empty: no members nor pending ones here, since emptied as far as
+	// this node knows (when it was emptied here, or when every group was
+	// dropped here last; zero: neither).
+	empty   bool
+	emptied time.Time
+	// subscribed: a Stable "consumer" group's members' topics (the
+	// offsets of the others expire); nil for any other group with members
+	// (its offsets stay).
+	subscribed map[string]bool
+}
+
+// retentionOf tells how a group's offsets may expire here.
+func (c *coordinator) retentionOf(name string) groupRetention {
 	g, _ := c.lockGroup(name, false)
 	if g != nil {
+		var r groupRetention
 		busy := len(g.members) > 0 || len(g.pending) > 0
+		if busy && g.state == groupStable && g.protocolType == "consumer" {
+			if topics, ok := g.consumerTopics(); ok {
+				r.subscribed = topics
+			}
+		}
 		g.unlock()
 		if busy {
-			return time.Time{}, false
+			return r
 		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return later(c.emptied[name], c.resetAt), true
+	return groupRetention{empty: true, emptied: later(c.emptied[name], c.resetAt)}
 }
 
 // pruneEmptied forgets when the groups without committed offsets were

@@ -104,6 +104,21 @@ func TestOffsetRetention(t *testing.T) {
 	b.moveCoordinator(1)
 	check(61*day, map[string][]int32{"back": {0}})
 	check(61*day+time.Hour, map[string][]int32{})
+
+	// A Stable consumer group (its member subscribes to t): its offsets
+	// of another topic expire by their commit time, those of t stay.
+	clk.set(70 * day)
+	h.stable("sub", 1)
+	commit("sub", 0)
+	if err := b.CommitOffsets(ctx, "sub", []CommittedOffset{{Topic: "u", Partition: 0, Offset: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	check(71*day-time.Second, map[string][]int32{"sub": {0, 0}})
+	check(71*day, map[string][]int32{"sub": {0}})
+	if offs, _ := b.FetchOffsets("sub", nil); len(offs) != 1 || offs[0].Topic != "t" {
+		t.Fatalf("the Stable group's offsets: %+v, want t's", offs)
+	}
+	check(80*day, map[string][]int32{"sub": {0}})
 }
 
 // TestOffsetRetentionNever: a negative retention keeps every offset.
