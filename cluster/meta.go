@@ -241,7 +241,7 @@ func (m *Meta) applyOne(c command, offset int64, gap bool) error {
 	}
 	if c.Op == "snapshot" && c.Parts > 0 {
 		if err := m.applyPart(c, offset, gap); err != nil {
-			return err // nothing changed: applied again, it fails again
+			return err // nothing but a restore dropped for the gap: applied again, it fails again
 		}
 		m.lastCmd = offset
 		return nil

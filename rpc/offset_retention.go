@@ -77,13 +77,10 @@ func (s *Server) expireOffsets(ctx context.Context, now, since time.Time) time.T
 		}
 		var expired []CommittedOffset
 		for _, o := range offs {
-			from := later(since, o.CommitTime)
-			if v.empty {
-				from = later(from, v.emptied)
-			} else if v.subscribed[o.Topic] {
+			if !v.empty && v.subscribed[o.Topic] {
 				continue
 			}
-			if now.Sub(from) >= keep {
+			if now.Sub(later(later(since, v.from), o.CommitTime)) >= keep {
 				expired = append(expired, o)
 			}
 		}
@@ -113,11 +110,13 @@ func later(a, b time.Time) time.Time {
 
 // groupRetention is what a group's state here says of its offsets' expiry.
 type groupRetention struct {
-	// empty: no members nor pending ones here, since emptied as far as
-	// this node knows (when it was emptied here, or when every group was
-	// dropped here last; zero: neither).
-	empty   bool
-	emptied time.Time
+	// empty: no members nor pending ones here.
+	empty bool
+	// from: the retention counts from no earlier than this: when every
+	// group was dropped here last (members may still be rejoining), and
+	// for an empty group when it was emptied here, if later (zero:
+	// neither).
+	from time.Time
 	// subscribed: a Stable "consumer" group's members' topics (the
 	// offsets of the others expire); nil for any other group with members
 	// (its offsets stay).
@@ -137,12 +136,15 @@ func (c *coordinator) retentionOf(name string) groupRetention {
 		}
 		g.unlock()
 		if busy {
+			c.mu.Lock()
+			r.from = c.resetAt
+			c.mu.Unlock()
 			return r
 		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return groupRetention{empty: true, emptied: later(c.emptied[name], c.resetAt)}
+	return groupRetention{empty: true, from: later(c.emptied[name], c.resetAt)}
 }
 
 // pruneEmptied forgets when the groups without committed offsets were

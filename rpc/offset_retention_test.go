@@ -119,6 +119,25 @@ func TestOffsetRetention(t *testing.T) {
 		t.Fatalf("the Stable group's offsets: %+v, want t's", offs)
 	}
 	check(80*day, map[string][]int32{"sub": {0}})
+
+	// The role moves away and back, and a Stable group forms of only
+	// some of the members rejoining: the offsets of a topic only a member
+	// still to rejoin reads count from the move, not from their commit.
+	clk.set(90 * day)
+	onU := jp("part", "")
+	onU.protocols = []groupProtocol{{name: "range", metadata: consumerMeta("u")}}
+	h.newMember(onU)
+	if err := b.CommitOffsets(ctx, "part", []CommittedOffset{{Topic: "u", Partition: 0, Offset: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	check(100*day, map[string][]int32{"sub": {0}, "part": {0}})
+	clk.set(100*day + time.Hour)
+	b.moveCoordinator(2)
+	s.groups.reset()
+	b.moveCoordinator(1)
+	h.stable("part", 1) // a member on t only
+	check(100*day+2*time.Hour, map[string][]int32{"sub": {0}, "part": {0}})
+	check(101*day+time.Hour, map[string][]int32{})
 }
 
 // TestOffsetRetentionNever: a negative retention keeps every offset.
