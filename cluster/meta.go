@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 
@@ -277,16 +278,10 @@ func (m *Meta) applyOne(c command, offset int64, gap bool) error {
 			delete(m.topics, c.Topic)
 			// Its committed offsets go with it, as in Kafka: a topic
 			// created again under the name starts without them.
-			for g, offs := range m.offsets {
-				for k, o := range offs {
-					if o.Topic == c.Topic {
-						delete(offs, k)
-					}
-				}
-				if len(offs) == 0 {
-					delete(m.offsets, g)
-				}
+			for _, offs := range m.offsets {
+				maps.DeleteFunc(offs, func(_ string, o GroupOffset) bool { return o.Topic == c.Topic })
 			}
+			maps.DeleteFunc(m.offsets, func(_ string, offs map[string]GroupOffset) bool { return len(offs) == 0 })
 		}
 	case "create_partitions":
 		if t, ok := m.topics[c.Topic]; ok && (c.Expect == 0 || len(t.Partitions) == c.Expect) {

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -182,11 +183,7 @@ func (n *Node) reopenStopped(now time.Time) {
 func (n *Node) forgetFailed(want map[string]bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for g := range n.failed {
-		if !want[g] {
-			delete(n.failed, g)
-		}
-	}
+	maps.DeleteFunc(n.failed, func(g string, _ *failedReplica) bool { return !want[g] })
 }
 
 // ensureReplica opens the local replica of a partition when it is not.

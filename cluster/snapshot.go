@@ -130,33 +130,31 @@ func (m *Meta) applyPart(c command, offset int64, gap bool) error {
 	}
 	switch {
 	case c.Part == 0:
-		m.pack = nil
 		if !gap && c.After != m.lastCmd {
-			return nil // a command came between its capture and it: ignored
+			m.pack = nil // a command came between its capture and it: ignored
+			return nil
 		}
 		p = &packedSnapshot{first: offset, parts: c.Parts, restore: gap}
-		m.pack = p
 	case p == nil || c.Part != p.next || c.Parts != p.parts || p.last != m.lastCmd:
 		m.pack = nil // not the part expected next: the snapshot is ignored
 		return nil
 	}
-	if p.next+1 == p.parts && p.restore {
-		st, err := unpackState(append(p.data, c.Data...))
+	// p is changed only once nothing can fail.
+	var data []byte
+	if p.restore {
+		data = append(p.data[:len(p.data):len(p.data)], c.Data...)
+	}
+	if p.next+1 < p.parts {
+		p.next, p.last, p.data = p.next+1, offset, data
+		m.pack = p
+		return nil
+	}
+	if p.restore {
+		st, err := unpackState(data)
 		if err != nil {
-			if c.Part == 0 {
-				m.pack = nil // as before it: a gap
-			}
 			return fmt.Errorf("cluster: metadata snapshot at %d: %w", p.first, err)
 		}
 		m.install(st)
-	}
-	p.next++
-	p.last = offset
-	if p.next < p.parts {
-		if p.restore {
-			p.data = append(p.data, c.Data...)
-		}
-		return nil
 	}
 	m.pack = nil
 	m.snapAt = p.first

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"maps"
 	"time"
 )
 
@@ -113,9 +114,8 @@ type groupRetention struct {
 	// empty: no members nor pending ones here.
 	empty bool
 	// from: the retention counts from no earlier than this: when every
-	// group was dropped here last (members may still be rejoining), and
-	// for an empty group when it was emptied here, if later (zero:
-	// neither).
+	// group was dropped here last (members may still be rejoining), or
+	// when this one was emptied here, whichever is later (zero: neither).
 	from time.Time
 	// subscribed: a Stable "consumer" group's members' topics (the
 	// offsets of the others expire); nil for any other group with members
@@ -125,26 +125,20 @@ type groupRetention struct {
 
 // retentionOf tells how a group's offsets may expire here.
 func (c *coordinator) retentionOf(name string) groupRetention {
-	g, _ := c.lockGroup(name, false)
-	if g != nil {
-		var r groupRetention
-		busy := len(g.members) > 0 || len(g.pending) > 0
-		if busy && g.state == groupStable && g.protocolType == "consumer" {
+	r := groupRetention{empty: true}
+	if g, _ := c.lockGroup(name, false); g != nil {
+		r.empty = len(g.members) == 0 && len(g.pending) == 0
+		if !r.empty && g.state == groupStable && g.protocolType == "consumer" {
 			if topics, ok := g.consumerTopics(); ok {
 				r.subscribed = topics
 			}
 		}
 		g.unlock()
-		if busy {
-			c.mu.Lock()
-			r.from = c.resetAt
-			c.mu.Unlock()
-			return r
-		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return groupRetention{empty: true, from: later(c.emptied[name], c.resetAt)}
+	r.from = later(c.emptied[name], c.resetAt)
+	return r
 }
 
 // pruneEmptied forgets when the groups without committed offsets were
@@ -152,9 +146,5 @@ func (c *coordinator) retentionOf(name string) groupRetention {
 func (c *coordinator) pruneEmptied(withOffsets map[string]bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for name := range c.emptied {
-		if !withOffsets[name] {
-			delete(c.emptied, name)
-		}
-	}
+	maps.DeleteFunc(c.emptied, func(name string, _ time.Time) bool { return !withOffsets[name] })
 }
