@@ -102,7 +102,11 @@ func Consume(ctx context.Context, c Config) (Result, error) {
 				got++
 				recs.Add(1)
 				bytes.Add(int64(len(r.Value)))
-				if t, ok := stamped(r.Value); ok && !t.Before(start) {
+				// From the end every record read was appended after the
+				// consumer found that end, one stamped a moment before its
+				// start included (it was in flight then); from the start,
+				// only those stamped since measure this read.
+				if t, ok := stamped(r.Value); ok && (c.FromEnd || !t.Before(start)) {
 					hist.Record(now.Sub(t))
 				}
 				if end, ok := ends[r.Partition]; ok && r.Offset+1 >= end {

@@ -34,8 +34,9 @@ type Result struct {
 	// run the slow acknowledgements were (a stall, a roll, a collection).
 	Timeline []time.Duration `json:"timeline_ns,omitempty"`
 	// EndToEnd is, for a consume, from the producer's clock stamped in the
-	// value to the consumer receiving the record: only for records stamped
-	// after the consume started (see Config.FromEnd).
+	// value to the consumer receiving the record: from the end, for every
+	// stamped record read; from the start, only for records stamped after
+	// the consume started (see Config.FromEnd).
 	EndToEnd Quantiles `json:"end_to_end"`
 }
 
