@@ -10,14 +10,14 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/raftlog/raftlog/cluster"
 	"github.com/raftlog/raftlog/cluster/clustertest"
+	"github.com/raftlog/raftlog/cluster/node"
 	"github.com/raftlog/raftlog/log"
 	"github.com/raftlog/raftlog/replication"
 )
 
 func TestClusterTopicsLeadersAndFailover(t *testing.T) {
-	c := clustertest.Start(t, 3, nil)
+	c := clustertest.Start(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := c.Nodes[1].CreateTopic(ctx, "orders", 3, 3, nil, false); err != nil {
@@ -124,7 +124,7 @@ func TestClusterTopicsLeadersAndFailover(t *testing.T) {
 // identity for the new one, as a non-voter first and a voter once caught
 // up.
 func TestWipedNodeRejoins(t *testing.T) {
-	c := clustertest.Start(t, 3, nil)
+	c := clustertest.Start(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := c.Nodes[0].CreateTopic(ctx, "w", 1, 3, nil, false); err != nil {
@@ -158,7 +158,7 @@ func TestWipedNodeRejoins(t *testing.T) {
 	r, _ := c.Nodes[victim].Replica("w", 0)
 	oldID := r.ServerID()
 	c.Stop(victim)
-	if err := os.RemoveAll(c.Cfgs[victim].DataDir); err != nil {
+	if err := os.RemoveAll(c.Cfgs[victim].Cluster.DataDir); err != nil {
 		t.Fatal(err)
 	}
 	c.Restart(victim)
@@ -191,7 +191,7 @@ func TestWipedNodeRejoins(t *testing.T) {
 // while a node is down; when the node comes back with its old directory,
 // its replica of the old topic is not taken for the new one.
 func TestTopicRecreatedWhileNodeAway(t *testing.T) {
-	c := clustertest.Start(t, 3, nil)
+	c := clustertest.Start(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	appendTo := func(v string) (int64, *replication.Replica) {
@@ -260,7 +260,8 @@ func TestTopicRecreatedWhileNodeAway(t *testing.T) {
 // itself is no join: node 1 tries again and the cluster forms.
 func TestJoinThroughOwnAlias(t *testing.T) {
 	var gossip2 string
-	c := clustertest.StartWith(t, 2, nil, func(cfg *cluster.Config) {
+	c := clustertest.StartWith(t, 2, func(_ int, nc *node.Config) {
+		cfg := &nc.Cluster
 		switch cfg.NodeID {
 		case 1:
 			_, port, _ := net.SplitHostPort(cfg.GossipAddr)

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/raftlog/raftlog/cluster"
 	"github.com/raftlog/raftlog/cluster/clustertest"
+	"github.com/raftlog/raftlog/cluster/node"
 	"github.com/raftlog/raftlog/log"
 	"github.com/raftlog/raftlog/replication"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -110,7 +110,8 @@ func leaderCounts(c *clustertest.Cluster, topic string, parts int) (map[int32]in
 // led by one node; the controller's leader spreads them until no node
 // leads more than ceil(6/3) = 2.
 func TestLeaderBalance(t *testing.T) {
-	c := clustertest.StartWith(t, 3, nil, func(cfg *cluster.Config) {
+	c := clustertest.StartWith(t, 3, func(_ int, nc *node.Config) {
+		cfg := &nc.Cluster
 		cfg.LeaderBalanceInterval = 2 * time.Second
 		cfg.LeaderBalanceMoves = 2
 	})
@@ -166,7 +167,8 @@ func TestLeaderBalance(t *testing.T) {
 // had none, each partition gets back to three voters on live nodes, and
 // every record, written before and after the death, is on each of them.
 func TestDeadNodeReplicasMove(t *testing.T) {
-	c := clustertest.StartWith(t, 4, nil, func(cfg *cluster.Config) {
+	c := clustertest.StartWith(t, 4, func(_ int, nc *node.Config) {
+		cfg := &nc.Cluster
 		cfg.DeadNodeTimeout = 2 * time.Second
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -266,7 +268,7 @@ func nodeIDOf(id raft.ServerID) int32 {
 // drops its directory, every record stays readable; invalid requests are
 // refused.
 func TestReassignPartition(t *testing.T) {
-	c := clustertest.Start(t, 4, nil)
+	c := clustertest.Start(t, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := c.Nodes[0].CreateTopic(ctx, "mv", 1, 3, nil, false); err != nil {
@@ -292,7 +294,7 @@ func TestReassignPartition(t *testing.T) {
 		lead.TransferLeadership(to.ServerID(), to.Address())
 		return false
 	})
-	dir1 := filepath.Join(c.Cfgs[0].DataDir, "mv-0")
+	dir1 := filepath.Join(c.Cfgs[0].Cluster.DataDir, "mv-0")
 	if _, err := os.Stat(dir1); err != nil {
 		t.Fatal(err)
 	}

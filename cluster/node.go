@@ -75,6 +75,9 @@ type Config struct {
 	// system's; tests inject write failures). With one, the mmapped
 	// indexes go to <replica dir>/index on the operating system's.
 	FS vfs.FS
+	// Dial opens the connections to peers' Raft addresses (default
+	// net.DialTimeout; tests cut links with replication/faultnet here).
+	Dial replication.DialFunc
 	// LocalGossip selects memberlist's fast local-network timings.
 	LocalGossip bool
 	// AcceptDataLoss releases the vote guard of every replica this node
@@ -195,6 +198,9 @@ func Start(cfg Config) (*Node, error) {
 	muxOpts := []replication.MuxOption{replication.WithMuxLogger(n.logger.Named("mux"))}
 	if cfg.RaftDirectConnections != 0 { // 0: the mux's default
 		muxOpts = append(muxOpts, replication.WithDirectLimit(cfg.RaftDirectConnections))
+	}
+	if cfg.Dial != nil {
+		muxOpts = append(muxOpts, replication.WithDialer(cfg.Dial))
 	}
 	n.mux = replication.NewMux(n.ln, cfg.AdvertisedRaftAddr, muxOpts...)
 	if n.rpcLayer, err = n.mux.Layer(clusterRPCGroup); err != nil {

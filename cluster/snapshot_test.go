@@ -12,6 +12,7 @@ import (
 
 	"github.com/raftlog/raftlog/cluster"
 	"github.com/raftlog/raftlog/cluster/clustertest"
+	"github.com/raftlog/raftlog/cluster/node"
 )
 
 // metaView is what a node's metadata says of the test's topic and groups.
@@ -22,7 +23,7 @@ type metaView struct {
 	Cluster  string
 }
 
-func viewOf(nd *cluster.Node, groups []string) metaView {
+func viewOf(nd *node.Node, groups []string) metaView {
 	m := nd.Meta()
 	t, _ := m.Topic("s")
 	v := metaView{Topic: t, Offsets: map[string][]cluster.GroupOffset{}, Producer: m.LastProducerID(), Cluster: m.ClusterID()}
@@ -59,7 +60,8 @@ func controllerSnapshotTest(t *testing.T, frequentRaftSnapshots, packed bool) {
 	// Without frequentRaftSnapshots Raft takes none here (8,192 entries):
 	// the wiped node gets the controller log entry by entry from index 1,
 	// reading through the pinned segments below the leader's log start.
-	c := clustertest.StartWith(t, 3, nil, func(cfg *cluster.Config) {
+	c := clustertest.StartWith(t, 3, func(_ int, nc *node.Config) {
+		cfg := &nc.Cluster
 		cfg.ControllerSnapshotCommands = 20
 		if frequentRaftSnapshots {
 			cfg.Raft.SnapshotThreshold, cfg.Raft.TrailingLogs, cfg.Raft.SnapshotInterval = 16, 4, 100*time.Millisecond
@@ -152,7 +154,7 @@ func controllerSnapshotTest(t *testing.T, frequentRaftSnapshots, packed bool) {
 	}
 	c.Stop(wiped)
 	down = wiped
-	if err := os.RemoveAll(c.Cfgs[wiped].DataDir); err != nil {
+	if err := os.RemoveAll(c.Cfgs[wiped].Cluster.DataDir); err != nil {
 		t.Fatal(err)
 	}
 	commit(100, 130)

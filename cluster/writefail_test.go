@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlog/raftlog/cluster"
 	"github.com/raftlog/raftlog/cluster/clustertest"
+	"github.com/raftlog/raftlog/cluster/node"
 	"github.com/raftlog/raftlog/log/vfs"
 	"github.com/raftlog/raftlog/replication"
 )
@@ -76,7 +76,8 @@ func (f fullFile) WriteAt(p []byte, off int64) (int, error) {
 // holds the same records.
 func TestReplicaReopensAfterWriteError(t *testing.T) {
 	var full atomic.Bool
-	c := clustertest.StartWith(t, 3, nil, func(cfg *cluster.Config) {
+	c := clustertest.StartWith(t, 3, func(_ int, nc *node.Config) {
+		cfg := &nc.Cluster
 		if cfg.NodeID == 3 {
 			cfg.FS = fullFS{FS: vfs.OS, full: &full}
 		}

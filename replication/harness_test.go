@@ -197,6 +197,17 @@ func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool)
 
 // leader waits until exactly one running node among among leads, and every
 // running node among them agrees it does not.
+// others is every node of g but nd.
+func (g *tgroup) others(nd *tnode) []*tnode {
+	var rest []*tnode
+	for _, o := range g.nodes {
+		if o != nd {
+			rest = append(rest, o)
+		}
+	}
+	return rest
+}
+
 func (g *tgroup) leader(among ...*tnode) *tnode {
 	g.t.Helper()
 	if len(among) == 0 {

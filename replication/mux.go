@@ -14,7 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/yamux"
-	"github.com/raftlog/raftlog/internal/acceptretry"
+	"github.com/raftlog/raftlog/replication/acceptretry"
 )
 
 // Mux is the node-wide Raft transport. Every Raft group on a node shares

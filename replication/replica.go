@@ -422,6 +422,25 @@ func (r *Replica) Term() uint64 {
 // HighWatermark is the offset below which every batch is committed.
 func (r *Replica) HighWatermark() int64 { return r.fsm.HighWatermark() }
 
+// CommitLag is how many offsets of the local log are not yet known to be
+// committed: the log end minus the end of the entry at Raft's commit
+// index. Unlike the log end minus the high watermark it is 0 on an idle
+// partition whose last entries are Raft's own (an election's no-op and
+// barrier), which are committed but never applied, so never move the
+// high watermark.
+func (r *Replica) CommitLag() int64 {
+	end := r.log.EndOffset()
+	rf := r.raftp.Load()
+	if rf == nil {
+		return end - r.HighWatermark()
+	}
+	committed := r.HighWatermark()
+	if pos, ok := r.store.entryAt(rf.CommitIndex()); ok && pos.next > committed {
+		committed = pos.next
+	}
+	return max(0, end-committed)
+}
+
 // WaitHighWatermark blocks until the high watermark passes past or ctx
 // ends, and returns it.
 func (r *Replica) WaitHighWatermark(ctx context.Context, past int64) int64 {

@@ -102,12 +102,7 @@ func TestLeaderKillAndRestart(t *testing.T) {
 	ld := g.leader()
 	g.produce(ld, a, 0, 20)
 	g.kill(ld)
-	var rest []*tnode
-	for _, nd := range g.nodes {
-		if nd != ld {
-			rest = append(rest, nd)
-		}
-	}
+	rest := g.others(ld)
 	nl := g.leader(rest...)
 	g.produce(nl, a, 20, 20)
 	g.start(ld)
@@ -642,4 +637,25 @@ func TestRedundantInstallRefused(t *testing.T) {
 	if err := ld.rep.Snapshot(); err != nil {
 		t.Fatalf("the replica's own snapshot: %v", err)
 	}
+}
+
+// An idle group whose log ends in Raft's own entries (a new leader's
+// no-op and barrier) has nothing left to commit: CommitLag is 0 on every
+// replica, though those entries hold offsets past the high watermark.
+func TestCommitLagIdleAfterElection(t *testing.T) {
+	g := newTestGroup(t, 3)
+	a := acked{}
+	ld := g.leader()
+	g.produce(ld, a, 0, 5)
+	g.kill(ld)
+	rest := g.others(ld)
+	nl := g.leader(rest...)
+	waitFor(t, "the new leader's entries committed and past the high watermark", 20*time.Second, func() bool {
+		return nl.rep.Log().EndOffset() > nl.rep.HighWatermark() && nl.rep.CommitLag() == 0
+	})
+	for _, nd := range rest {
+		waitFor(t, "no commit lag on an idle follower", 20*time.Second, func() bool { return nd.rep.CommitLag() == 0 })
+	}
+	g.produce(nl, a, 5, 5)
+	g.checkConverged(a)
 }

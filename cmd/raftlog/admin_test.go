@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlog/raftlog/cluster/clustertest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -15,13 +16,13 @@ import (
 // TestAdminAndCLI: kadm's admin calls and the raftlog client commands
 // against a running cluster.
 func TestAdminAndCLI(t *testing.T) {
-	c := startTestCluster(t, 3)
-	bs := strings.Join(c.bootstrap, ",")
+	c := clustertest.Start(t, 3)
+	bs := strings.Join(c.Bootstrap, ",")
 	var out, errb bytes.Buffer
 	if code := run([]string{"topic", "create", "--bootstrap", bs, "--partitions", "2", "--config", "retention.ms=3600000", "cli"}, &out, &errb); code != 0 {
 		t.Fatalf("topic create: %d %s", code, errb.String())
 	}
-	c.createTopic("cli", 2, 3) // waits for leaders (the create itself reports exists)
+	c.CreateTopic("cli", 2, 3) // waits for leaders (the create itself reports exists)
 	out.Reset()
 	if code := run([]string{"topic", "list", "--bootstrap", bs}, &out, &errb); code != 0 || !strings.Contains(out.String(), "cli\t2 partitions") {
 		t.Fatalf("topic list: %d %q %s", code, out.String(), errb.String())
@@ -45,7 +46,7 @@ func TestAdminAndCLI(t *testing.T) {
 		t.Fatalf("describe: %d %q %s", code, out.String(), errb.String())
 	}
 
-	adm := kadm.NewClient(c.client())
+	adm := kadm.NewClient(c.Client())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if _, err := adm.CreatePartitions(ctx, 1, "cli"); err != nil {
@@ -132,7 +133,7 @@ func TestAdminAndCLI(t *testing.T) {
 // TestCompressionCodecs: batches are stored as the producer sent them,
 // whatever the codec, and read back by the consumer.
 func TestCompressionCodecs(t *testing.T) {
-	c := startTestCluster(t, 3)
+	c := clustertest.Start(t, 3)
 	codecs := map[string]kgo.CompressionCodec{
 		"gzip": kgo.GzipCompression(), "snappy": kgo.SnappyCompression(),
 		"lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression(),
@@ -141,8 +142,8 @@ func TestCompressionCodecs(t *testing.T) {
 	defer cancel()
 	for name, codec := range codecs {
 		topic := "z-" + name
-		c.createTopic(topic, 1, 3)
-		prod := c.client(kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(codec), kgo.ProducerLinger(5*time.Millisecond))
+		c.CreateTopic(topic, 1, 3)
+		prod := c.Client(kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(codec), kgo.ProducerLinger(5*time.Millisecond))
 		var rs []*kgo.Record
 		for i := 0; i < 500; i++ {
 			rs = append(rs, &kgo.Record{Value: []byte(fmt.Sprintf("%s-%04d-%s", name, i, strings.Repeat("x", 100)))})
@@ -150,8 +151,8 @@ func TestCompressionCodecs(t *testing.T) {
 		if err := prod.ProduceSync(ctx, rs...).FirstErr(); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		cons := c.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-		got := consumeAll(t, cons, 500, 60*time.Second)
+		cons := c.Client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		got := clustertest.ConsumeAll(t, cons, 500, 60*time.Second)
 		if len(got[0]) != 500 || !strings.HasPrefix(string(got[0][499].Value), fmt.Sprintf("%s-0499", name)) {
 			t.Fatalf("%s: read %d records", name, len(got[0]))
 		}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/raftlog/raftlog/bench"
+	"github.com/raftlog/raftlog/cmd/raftlog/internal/bench"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 

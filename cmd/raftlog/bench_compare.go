@@ -18,8 +18,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/raftlog/raftlog/bench"
-	"github.com/raftlog/raftlog/internal/freeport"
+	"github.com/raftlog/raftlog/cluster/node"
+	"github.com/raftlog/raftlog/cluster/node/freeport"
+	"github.com/raftlog/raftlog/cmd/raftlog/internal/bench"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"gonum.org/v1/plot/vg"
 )
@@ -83,7 +84,7 @@ func runBenchCompare(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
 	logger := newLogger("raftlog", false, *level, stderr)
-	nodeSettings := nodeGC(defaultGCPercent, false, 0, false)
+	nodeSettings := node.ResolveGC(node.DefaultGCPercent, false, 0, false)
 
 	targets := []compareTarget{
 		{name: "kfake", rf: -1, start: func() ([]string, func(), error) {
@@ -234,7 +235,7 @@ type compareTarget struct {
 	// gc, when set, are the collector settings the target's runs have:
 	// a raftlog cluster runs with those of `raftlog serve`, kfake with the
 	// process's own (Go's defaults unless GOGC or GOMEMLIMIT say else).
-	gc *collectorSettings
+	gc *node.GCSettings
 }
 
 // collect applies t's collector settings and returns what restores the
@@ -243,8 +244,8 @@ func (t compareTarget) collect() (restore func()) {
 	if t.gc == nil {
 		return func() {}
 	}
-	prev := setCollector(*t.gc)
-	return func() { setCollector(prev) }
+	prev := node.SetGC(*t.gc)
+	return func() { node.SetGC(prev) }
 }
 
 type compareCell struct {
@@ -506,10 +507,10 @@ func (r *compareRun) halfOne(ctx context.Context, t compareTarget, topic string,
 // disturbs less: a leader whose lease runs out steps down, and the
 // election stalls its partitions' writes.
 func startBenchCluster(ctx context.Context, n int, dir string, logger hclog.Logger, local bool) ([]string, func(), error) {
-	var running []*runningNode
+	var running []*node.Node
 	stop := func() {
 		for _, r := range running {
-			r.close()
+			r.Close()
 		}
 	}
 	addrs := make([]string, 4*n) // kafka, raft, gossip, http of each node
@@ -532,7 +533,7 @@ func startBenchCluster(ctx context.Context, n int, dir string, logger hclog.Logg
 			join: strings.Join(gossip, ","), controllerVoters: min(3, n), expectNodes: n,
 			partitions: 1, replication: -1, bootIDFile: "/proc/sys/kernel/random/boot_id",
 		}
-		r, err := startNode(f, logger, local)
+		r, err := node.Start(nodeConfig(f, logger, local))
 		if err != nil {
 			stop()
 			return nil, nil, fmt.Errorf("node %d: %w", i+1, err)
@@ -542,7 +543,7 @@ func startBenchCluster(ctx context.Context, n int, dir string, logger hclog.Logg
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	for i, r := range running {
-		if err := r.node.WaitReady(wctx); err != nil {
+		if err := r.WaitReady(wctx); err != nil {
 			stop()
 			return nil, nil, fmt.Errorf("node %d not ready: %w", i+1, err)
 		}
@@ -551,7 +552,7 @@ func startBenchCluster(ctx context.Context, n int, dir string, logger hclog.Logg
 }
 
 // loopbackAddr is a loopback address whose port is free for TCP and UDP
-// and below the ephemeral range (internal/freeport: a listen on port 0
+// and below the ephemeral range (cluster/node/freeport: a listen on port 0
 // would hand out the ports outgoing connections take next).
 func loopbackAddr() (string, error) { return freeport.Addr() }
 

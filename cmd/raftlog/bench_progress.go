@@ -5,7 +5,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/raftlog/raftlog/bench"
+	"github.com/raftlog/raftlog/cmd/raftlog/internal/bench"
 	"github.com/schollz/progressbar/v3"
 )
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/raftlog/raftlog/bench"
+	"github.com/raftlog/raftlog/cmd/raftlog/internal/bench"
 )
 
 // TestBenchProduceConsume runs `raftlog bench produce` then `consume`

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/raftlog/raftlog/cluster/node"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -45,11 +46,11 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		*dir = d
 	}
 	logger := newLogger("raftlog", false, *level, stderr)
-	gc := nodeGC(defaultGCPercent, false, 0, false)
-	setCollector(gc)
-	logCollector(logger, gc)
+	gc := node.ResolveGC(node.DefaultGCPercent, false, 0, false)
+	node.SetGC(gc)
+	node.LogGC(logger, gc)
 	voters := min(3, *nodes)
-	var running []*runningNode
+	var running []*node.Node
 	var seeds, bootstrap []string
 	for i := 0; i < *nodes; i++ {
 		seeds = append(seeds, fmt.Sprintf("127.0.0.1:%d", *kport+200+i))
@@ -57,7 +58,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	}
 	stopAll := func() {
 		for _, r := range running {
-			r.close()
+			r.Close()
 		}
 	}
 	for i := 0; i < *nodes; i++ {
@@ -70,7 +71,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 			// A dev cluster in one process shares one boot: no fake reboots.
 			bootIDFile: "/proc/sys/kernel/random/boot_id",
 		}
-		r, err := startNode(f, logger, true)
+		r, err := node.Start(nodeConfig(f, logger, true))
 		if err != nil {
 			fmt.Fprintf(stderr, "node %d: %v\n", i+1, err)
 			stopAll()

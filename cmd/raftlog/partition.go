@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftlog/raftlog/cluster/node"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
@@ -196,7 +197,7 @@ func replicaLag(hc *http.Client, addrs []string, topic string, p int32) map[int3
 			pending = append(pending, &statusTarget{addr: a, nodeID: -1})
 		}
 	}
-	byNode := map[int32]replicaStatus{}
+	byNode := map[int32]node.ReplicaStatus{}
 	for len(pending) > 0 {
 		queryAll(hc, pending)
 		var next []*statusTarget

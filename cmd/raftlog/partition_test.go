@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlog/raftlog/cluster/clustertest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -23,10 +24,10 @@ func TestPartitionReassignCLI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
 	}
-	c := startTestCluster(t, 4)
-	c.createTopic("mv", 1, 3)
-	bs := strings.Join(c.bootstrap, ",")
-	adm := kadm.NewClient(c.client())
+	c := clustertest.Start(t, 4)
+	c.CreateTopic("mv", 1, 3)
+	bs := strings.Join(c.Bootstrap, ",")
+	adm := kadm.NewClient(c.Client())
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	td, err := adm.ListTopics(ctx, "mv")
@@ -36,14 +37,14 @@ func TestPartitionReassignCLI(t *testing.T) {
 	if got := td["mv"].Partitions[0].Replicas; !slices.Equal(got, []int32{1, 2, 3}) {
 		t.Fatalf("replicas %v, want [1 2 3]", got)
 	}
-	prod := c.client(kgo.DefaultProduceTopic("mv"))
+	prod := c.Client(kgo.DefaultProduceTopic("mv"))
 	const total = 200
 	for i := 0; i < total; i++ {
 		if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("r%04d", i))}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	dir1 := filepath.Join(c.flags[0].dataDir, "mv-0")
+	dir1 := filepath.Join(c.Cfgs[0].Cluster.DataDir, "mv-0")
 	if _, err := os.Stat(dir1); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestPartitionReassignCLI(t *testing.T) {
 	out.Reset()
 	errb.Reset()
 	code := run([]string{"partition", "reassign", "--bootstrap", bs, "--topic", "mv", "--partition", "0", "--replicas", "2,3,4",
-		"--http", c.flags[1].httpAddr, "--timeout", "90s", "--interval", "100ms"}, &out, &errb)
+		"--http", c.Nodes[1].HTTPAddr(), "--timeout", "90s", "--interval", "100ms"}, &out, &errb)
 	t.Logf("progress:\n%s", out.String())
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
@@ -69,7 +70,7 @@ func TestPartitionReassignCLI(t *testing.T) {
 	// with the new replicas once the broker that answers the metadata
 	// request has applied the end of the move (brokers apply the
 	// controller's log each at its own pace).
-	eventually(t, 10*time.Second, func() error {
+	clustertest.Eventually(t, 10*time.Second, func() error {
 		out.Reset()
 		if code := run([]string{"partition", "reassign", "--bootstrap", bs, "--topic", "mv", "--partition", "0"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "done: replicas 2,3,4") {
 			return fmt.Errorf("follow after the move: exit %d %q %s", code, out.String(), errb.String())
@@ -91,15 +92,15 @@ func TestPartitionReassignCLI(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // waiting for node 1's reconciler, with a deadline
 	}
-	cons := c.client(kgo.ConsumeTopics("mv"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	got := consumeAll(t, cons, total, 60*time.Second)[0]
+	cons := c.Client(kgo.ConsumeTopics("mv"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	got := clustertest.ConsumeAll(t, cons, total, 60*time.Second)[0]
 	for i, r := range got {
 		if want := fmt.Sprintf("r%04d", i); string(r.Value) != want {
 			t.Fatalf("record %d is %q, want %q", i, r.Value, want)
 		}
 	}
 	// The new replica holds the whole log too.
-	r4, ok := c.nodes[3].node.Replica("mv", 0)
+	r4, ok := c.Nodes[3].Replica("mv", 0)
 	if !ok || r4.Log().EndOffset() < int64(total) {
 		t.Fatalf("node 4's replica: %v", ok)
 	}

@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlog/raftlog/cluster/clustertest"
+	"github.com/raftlog/raftlog/cluster/clustertest/promtest"
+	"github.com/raftlog/raftlog/cluster/node"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -32,9 +35,9 @@ func TestThreeServeProcesses(t *testing.T) {
 	const n = 3
 	var kafka, gossip, httpAddrs []string
 	for i := 0; i < n; i++ {
-		kafka = append(kafka, freeAddr(t))
-		gossip = append(gossip, freeAddr(t))
-		httpAddrs = append(httpAddrs, freeAddr(t))
+		kafka = append(kafka, clustertest.FreePort(t))
+		gossip = append(gossip, clustertest.FreePort(t))
+		httpAddrs = append(httpAddrs, clustertest.FreePort(t))
 	}
 	dir := t.TempDir()
 	procs := make([]*exec.Cmd, n)
@@ -43,7 +46,7 @@ func TestThreeServeProcesses(t *testing.T) {
 		cmd.Env = append(os.Environ(),
 			fmt.Sprintf("RAFTLOG_NODE_ID=%d", i+1),
 			"RAFTLOG_DATA_DIR="+filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
-			"RAFTLOG_KAFKA_ADDR="+kafka[i], "RAFTLOG_RAFT_ADDR="+freeAddr(t),
+			"RAFTLOG_KAFKA_ADDR="+kafka[i], "RAFTLOG_RAFT_ADDR="+clustertest.FreePort(t),
 			"RAFTLOG_GOSSIP_ADDR="+gossip[i], "RAFTLOG_HTTP_ADDR="+httpAddrs[i],
 			"RAFTLOG_JOIN="+strings.Join(gossip, ","), "RAFTLOG_LOG_LEVEL=warn", "RAFTLOG_LOG_JSON=true",
 			"RAFTLOG_DEFAULT_PARTITIONS=2")
@@ -90,11 +93,11 @@ func TestThreeServeProcesses(t *testing.T) {
 		}
 	}
 	for i, want := range []struct{ gogc, limit float64 }{
-		{defaultGCPercent, float64(memoryAvailable() / 2)}, {150, 1 << 30}, {250, math.MaxInt64},
+		{node.DefaultGCPercent, float64(node.MemoryAvailable() / 2)}, {150, 1 << 30}, {250, math.MaxInt64},
 	} {
-		fams := scrape(t, httpAddrs[i])
-		gogc, _ := gaugeValue(fams, "go_gc_gogc_percent", nil)
-		limit, _ := gaugeValue(fams, "go_gc_gomemlimit_bytes", nil)
+		fams := promtest.Scrape(t, httpAddrs[i])
+		gogc, _ := promtest.GaugeValue(fams, "go_gc_gogc_percent", nil)
+		limit, _ := promtest.GaugeValue(fams, "go_gc_gomemlimit_bytes", nil)
 		if gogc != want.gogc || limit != want.limit {
 			t.Fatalf("node %d runs the collector at %v %% under %v bytes, want %v %% under %v", i+1, gogc, limit, want.gogc, want.limit)
 		}

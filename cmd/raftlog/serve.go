@@ -1,15 +1,9 @@
 package main
 
 import (
-	"cmp"
-	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strconv"
@@ -19,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/raftlog/raftlog/cluster"
+	"github.com/raftlog/raftlog/cluster/node"
 	"github.com/raftlog/raftlog/log"
 	"github.com/raftlog/raftlog/replication"
 	"github.com/raftlog/raftlog/rpc"
@@ -97,7 +92,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.offsetsCheck, "offsets-retention-check-interval", rpc.DefaultOffsetsRetentionCheck, "how often the group coordinator looks for expired committed offsets (offsets.retention.check.interval.ms)")
 	fs.DurationVar(&f.deadNodeTimeout, "dead-node-timeout", 10*time.Minute, "move the replicas of a node that has not been a live member for this long to live nodes (0: never)")
 	fs.Int64Var(&f.writeBehind, "write-behind-bytes", log.DefaultWriteBehindBytes, "start the writeback of a partition log's new bytes to the device every this many bytes (sync_file_range), so the kernel writes the logs back in small steps instead of bursts that stall appends; makes nothing durable (negative: leave it to the kernel)")
-	fs.IntVar(&f.gcPercent, "gc-percent", defaultGCPercent, "the Go collector's heap growth between collections, in percent of the live heap (GOGC, which applies when this flag is not given); above Go's 100 it trades memory for fewer collections, whose work takes CPU from the appends in flight (negative: none until the memory limit)")
+	fs.IntVar(&f.gcPercent, "gc-percent", node.DefaultGCPercent, "the Go collector's heap growth between collections, in percent of the live heap (GOGC, which applies when this flag is not given); above Go's 100 it trades memory for fewer collections, whose work takes CPU from the appends in flight (negative: none until the memory limit)")
 	fs.Int64Var(&f.memoryLimit, "memory-limit-bytes", 0, "soft limit of the Go heap: nearing it the collector runs as often as it must (GOMEMLIMIT, which applies when this flag is not given; 0: half the memory of the machine, or of the cgroup when lower; negative: none)")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's profiles (net/http/pprof) under /debug/pprof/ on the HTTP listener")
 	fs.BoolVar(&f.acceptDataLoss, "accept-data-loss", false, "release the vote guard of this node's replicas: only when every replica of a group lost power and some are gone for good (writes acknowledged past the surviving logs may be lost)")
@@ -151,10 +146,14 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		f.raftDirect = -1
 	}
 	logger := newLogger("raftlog", f.logJSON, f.logLevel, stderr)
-	gc := nodeGC(f.gcPercent, given["gc-percent"], f.memoryLimit, given["memory-limit-bytes"])
-	setCollector(gc)
-	logCollector(logger, gc)
-	nd, err := startNode(f, logger, false)
+	if f.nodeID < 0 {
+		fmt.Fprintln(stderr, "--node-id must be ≥ 0")
+		return 2
+	}
+	gc := node.ResolveGC(f.gcPercent, given["gc-percent"], f.memoryLimit, given["memory-limit-bytes"])
+	node.SetGC(gc)
+	node.LogGC(logger, gc)
+	nd, err := node.Start(nodeConfig(f, logger, false))
 	if err != nil {
 		logger.Error("start", "error", err)
 		return 1
@@ -163,106 +162,41 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	s := <-sig
 	logger.Info("shutting down", "signal", s.String())
-	if err := nd.close(); err != nil {
+	if err := nd.Close(); err != nil {
 		logger.Error("shutdown", "error", err)
 		return 1
 	}
 	return 0
 }
 
-// runningNode is a node with its Kafka and HTTP listeners.
-type runningNode struct {
-	node *cluster.Node
-	rpc  *rpc.Server
-	http *http.Server
-}
-
-func (r *runningNode) close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	r.http.Shutdown(ctx)
-	r.rpc.Close()
-	return r.node.Close()
-}
-
-func readBootID(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
-}
-
-func startNode(f serveFlags, logger hclog.Logger, local bool) (*runningNode, error) {
-	if f.nodeID < 0 {
-		return nil, errors.New("--node-id must be ≥ 0")
-	}
-	adv := f.advertisedKafka
-	if adv == "" {
-		adv = f.kafkaAddr
-	}
-	kln, err := net.Listen("tcp", f.kafkaAddr)
-	if err != nil {
-		return nil, fmt.Errorf("kafka listener: %w", err)
-	}
-	hln, err := net.Listen("tcp", f.httpAddr)
-	if err != nil {
-		kln.Close()
-		return nil, fmt.Errorf("http listener: %w", err)
-	}
+// nodeConfig is the node configuration of f; local gives the fast Raft
+// timings and gossip of a cluster on one machine (`raftlog dev`).
+func nodeConfig(f serveFlags, logger hclog.Logger, local bool) node.Config {
 	var join []string
 	for _, s := range strings.Split(f.join, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			join = append(join, s)
 		}
 	}
-	cfg := cluster.Config{
-		NodeID: int32(f.nodeID), DataDir: f.dataDir, AdvertisedKafkaAddr: adv,
-		RaftAddr: f.raftAddr, AdvertisedRaftAddr: f.advertisedRaft,
-		GossipAddr: f.gossipAddr, AdvertisedGossip: f.advertisedGossip, HTTPAddr: cmp.Or(f.advertisedHTTP, f.httpAddr),
-		Join: join, Rack: f.rack, BootID: readBootID(f.bootIDFile),
-		ControllerVoters: f.controllerVoters, ExpectNodes: f.expectNodes, ControllerSnapshotCommands: f.ctrlSnapshot, RaftDirectConnections: f.raftDirect,
-		DefaultPartitions: int32(f.partitions), DefaultReplication: int16(f.replication),
-		Logger: logger.With("node", strconv.Itoa(f.nodeID)), LocalGossip: local, AcceptDataLoss: f.acceptDataLoss,
-		ProducerIDExpiration: f.producerIDExpiry, MaxProducerIDs: f.maxProducerIDs,
-		LeaderBalanceInterval: f.balanceInterval, LeaderBalanceMoves: f.balanceMoves, LeaderBalanceGrace: f.balanceGrace,
-		DeadNodeTimeout: f.deadNodeTimeout,
-		LogConfig:       log.Config{WriteBehindBytes: f.writeBehind}, // 0 (a node started from code): the default
+	cfg := node.Config{
+		KafkaAddr: f.kafkaAddr, HTTPAddr: f.httpAddr, Pprof: f.pprof,
+		Groups: rpc.GroupConfig{OffsetsRetention: f.offsetsRetention, OffsetsRetentionCheckInterval: f.offsetsCheck},
+		Cluster: cluster.Config{
+			NodeID: int32(f.nodeID), DataDir: f.dataDir, AdvertisedKafkaAddr: f.advertisedKafka,
+			RaftAddr: f.raftAddr, AdvertisedRaftAddr: f.advertisedRaft,
+			GossipAddr: f.gossipAddr, AdvertisedGossip: f.advertisedGossip, HTTPAddr: f.advertisedHTTP,
+			Join: join, Rack: f.rack, BootID: node.BootID(f.bootIDFile),
+			ControllerVoters: f.controllerVoters, ExpectNodes: f.expectNodes, ControllerSnapshotCommands: f.ctrlSnapshot, RaftDirectConnections: f.raftDirect,
+			DefaultPartitions: int32(f.partitions), DefaultReplication: int16(f.replication),
+			Logger: logger.With("node", strconv.Itoa(f.nodeID)), LocalGossip: local, AcceptDataLoss: f.acceptDataLoss,
+			ProducerIDExpiration: f.producerIDExpiry, MaxProducerIDs: f.maxProducerIDs,
+			LeaderBalanceInterval: f.balanceInterval, LeaderBalanceMoves: f.balanceMoves, LeaderBalanceGrace: f.balanceGrace,
+			DeadNodeTimeout: f.deadNodeTimeout,
+			LogConfig:       log.Config{WriteBehindBytes: f.writeBehind}, // 0 (flags built in code): the default
+		},
 	}
 	if local {
-		cfg.Raft = replication.RaftConfig{HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond, LeaderLeaseTimeout: 250 * time.Millisecond}
+		cfg.Cluster.Raft = replication.RaftConfig{HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond, LeaderLeaseTimeout: 250 * time.Millisecond}
 	}
-	nd, err := cluster.Start(cfg)
-	if err != nil {
-		kln.Close()
-		hln.Close()
-		return nil, err
-	}
-	km := newKafkaMetrics()
-	// Zero (a serveFlags built in code): rpc's defaults.
-	srv := rpc.NewServer(broker{nd}, rpc.WithLogger(logger.Named("kafka")), rpc.WithObserver(km),
-		rpc.WithGroupConfig(rpc.GroupConfig{OffsetsRetention: f.offsetsRetention, OffsetsRetentionCheckInterval: f.offsetsCheck}))
-	go srv.Serve(kln)
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		if ok, why := nd.Ready(); !ok {
-			http.Error(w, why, http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ready")
-	})
-	mux.Handle("/metrics", metricsHandler(nd, km))
-	mux.Handle("/v1/status", statusHandler(nd))
-	if f.pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go hs.Serve(hln)
-	logger.Info("node started", "node", f.nodeID, "kafka", adv, "raft", f.raftAddr, "gossip", f.gossipAddr, "http", f.httpAddr)
-	return &runningNode{node: nd, rpc: srv, http: hs}, nil
+	return cfg
 }

@@ -15,79 +15,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/raftlog/raftlog/cluster"
+	"github.com/raftlog/raftlog/cluster/node"
 )
 
-// GET /v1/status: what one node knows of itself and its replicas, as JSON;
-// `raftlog cluster status` gathers it from every node.
-
-type nodeStatus struct {
-	NodeID       int32           `json:"node_id"`
-	ClusterID    string          `json:"cluster_id"`
-	Ready        bool            `json:"ready"`
-	Reason       string          `json:"reason,omitempty"`
-	ControllerID int32           `json:"controller_id"` // -1: no controller leader known
-	Brokers      []brokerStatus  `json:"brokers"`       // live members as this node sees them
-	Replicas     []replicaStatus `json:"replicas"`      // local partition replicas
-}
-
-type brokerStatus struct {
-	NodeID    int32  `json:"node_id"`
-	KafkaAddr string `json:"kafka_addr"`
-	HTTPAddr  string `json:"http_addr"`
-	Rack      string `json:"rack,omitempty"`
-}
-
-type replicaStatus struct {
-	Topic          string  `json:"topic"`
-	Partition      int32   `json:"partition"`
-	Replicas       []int32 `json:"replicas"` // the assignment
-	Leader         int32   `json:"leader"`   // -1: none known
-	Term           uint64  `json:"term"`
-	HighWatermark  int64   `json:"high_watermark"`
-	LogStartOffset int64   `json:"log_start_offset"`
-	EndOffset      int64   `json:"end_offset"`
-	Gated          bool    `json:"gated"`
-	GateReason     string  `json:"gate_reason,omitempty"`
-	WriteError     string  `json:"write_error,omitempty"` // what stopped the log until it is reopened
-}
-
-func currentStatus(nd *cluster.Node) nodeStatus {
-	ready, why := nd.Ready()
-	st := nodeStatus{NodeID: nd.ID(), ClusterID: nd.Meta().ClusterID(), Ready: ready, Reason: why,
-		ControllerID: nd.ControllerID(), Brokers: []brokerStatus{}, Replicas: []replicaStatus{}}
-	for _, b := range nd.Brokers() {
-		st.Brokers = append(st.Brokers, brokerStatus{NodeID: b.NodeID, KafkaAddr: b.KafkaAddr, HTTPAddr: b.HTTPAddr, Rack: b.Rack})
-	}
-	for _, lr := range nd.LocalReplicas() {
-		r := lr.Replica
-		leader, _ := nd.Leader(lr.Topic, lr.Partition)
-		st.Replicas = append(st.Replicas, replicaStatus{
-			Topic: lr.Topic, Partition: lr.Partition, Replicas: lr.Replicas, Leader: leader, Term: r.Term(),
-			HighWatermark: r.HighWatermark(), LogStartOffset: r.Log().StartOffset(), EndOffset: r.Log().EndOffset(),
-			Gated: r.Gated(), GateReason: r.GateReason(), WriteError: errText(r.WriteError()),
-		})
-	}
-	return st
-}
-
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
-
-func statusHandler(nd *cluster.Node) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		enc.Encode(currentStatus(nd))
-	}
-}
-
-// listFlag is a flag of comma-separated values that may also be repeated.
 type listFlag struct {
 	vals []string
 	set  bool
@@ -118,7 +48,7 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 type statusTarget struct {
 	addr   string
 	nodeID int32 // -1 until known
-	st     *nodeStatus
+	st     *node.Status
 	err    error
 }
 
@@ -154,7 +84,7 @@ func runClusterStatus(args []string, stdout, stderr io.Writer) int {
 			pending = append(pending, &statusTarget{addr: a, nodeID: -1})
 		}
 	}
-	brokers := map[int32]brokerStatus{}
+	brokers := map[int32]node.BrokerStatus{}
 	for len(pending) > 0 {
 		queryAll(hc, pending)
 		targets = append(targets, pending...)
@@ -203,7 +133,7 @@ func queryAll(hc *http.Client, ts []*statusTarget) {
 	wg.Wait()
 }
 
-func fetchStatus(hc *http.Client, addr string) (*nodeStatus, error) {
+func fetchStatus(hc *http.Client, addr string) (*node.Status, error) {
 	url := addr
 	if !strings.Contains(url, "://") {
 		url = "http://" + url
@@ -224,7 +154,7 @@ func fetchStatus(hc *http.Client, addr string) (*nodeStatus, error) {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
 		return nil, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
 	}
-	var st nodeStatus
+	var st node.Status
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&st); err != nil {
 		return nil, fmt.Errorf("%s: %w", url, err)
 	}
@@ -268,10 +198,10 @@ type partKey struct {
 // partView is one partition as the answering nodes report it.
 type partView struct {
 	assigned []int32
-	byNode   map[int32]replicaStatus
+	byNode   map[int32]node.ReplicaStatus
 }
 
-func printStatus(w io.Writer, targets []*statusTarget, brokers map[int32]brokerStatus) int {
+func printStatus(w io.Writer, targets []*statusTarget, brokers map[int32]node.BrokerStatus) int {
 	healthy := true
 	parts := map[partKey]*partView{}
 	for _, t := range targets {
@@ -282,7 +212,7 @@ func printStatus(w io.Writer, targets []*statusTarget, brokers map[int32]brokerS
 			k := partKey{r.Topic, r.Partition}
 			pv := parts[k]
 			if pv == nil {
-				pv = &partView{byNode: map[int32]replicaStatus{}}
+				pv = &partView{byNode: map[int32]node.ReplicaStatus{}}
 				parts[k] = pv
 			}
 			pv.assigned = r.Replicas
@@ -370,7 +300,7 @@ func printStatus(w io.Writer, targets []*statusTarget, brokers map[int32]brokerS
 		pv := parts[k]
 		// The leader's own report when it answered, else the view of the
 		// replica in the highest term.
-		var best replicaStatus
+		var best node.ReplicaStatus
 		found := false
 		for _, r := range pv.byNode {
 			if !found || r.Term > best.Term {

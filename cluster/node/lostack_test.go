@@ -1,4 +1,4 @@
-package main
+package node_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlog/raftlog/cluster/clustertest"
+	"github.com/raftlog/raftlog/cluster/node"
 	"github.com/raftlog/raftlog/log"
 	"github.com/raftlog/raftlog/replication"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -158,11 +160,11 @@ func (p *kafkaProxy) pipe(cc, sc net.Conn) {
 
 // proxiedCluster starts n nodes, each advertising a proxy in front of its
 // Kafka listener.
-func proxiedCluster(t *testing.T, n int) (*testCluster, []*kafkaProxy) {
+func proxiedCluster(t *testing.T, n int) (*clustertest.Cluster, []*kafkaProxy) {
 	proxies := make([]*kafkaProxy, n)
-	c := startTestClusterWith(t, n, func(i int, f *serveFlags) {
-		proxies[i] = newKafkaProxy(t, f.kafkaAddr)
-		f.advertisedKafka = proxies[i].addr()
+	c := clustertest.StartWith(t, n, func(i int, cfg *node.Config) {
+		proxies[i] = newKafkaProxy(t, cfg.KafkaAddr)
+		cfg.Cluster.AdvertisedKafkaAddr = proxies[i].addr()
 	})
 	return c, proxies
 }
@@ -199,9 +201,9 @@ func produceAll(t *testing.T, cl *kgo.Client, prefix string, n int) {
 // arrive) and as the leader's log holds them (every batch up to its high
 // watermark, decoded), and reports whether the log has them in
 // production order.
-func occurrences(t *testing.T, c *testCluster, topic, prefix string, n int) (counts map[string]int, ordered bool) {
+func occurrences(t *testing.T, c *clustertest.Cluster, topic, prefix string, n int) (counts map[string]int, ordered bool) {
 	t.Helper()
-	cons := c.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cons := c.Client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	seen := map[string]bool{}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -217,11 +219,11 @@ func occurrences(t *testing.T, c *testCluster, topic, prefix string, n int) (cou
 		})
 	}
 	var rep *replication.Replica
-	for _, nd := range c.nodes {
-		if nd == nil {
+	for i, nd := range c.Nodes {
+		if c.Down(i) {
 			continue
 		}
-		if r, err := nd.node.LeaderPartition(topic, 0); err == nil {
+		if r, err := nd.LeaderPartition(topic, 0); err == nil {
 			rep = r
 		}
 	}
@@ -267,7 +269,7 @@ func TestIdempotentRetryAfterLostAck(t *testing.T) {
 		idempotent bool
 	}{{"lostack", true}, {"lostack-plain", false}} {
 		t.Run(mode.topic, func(t *testing.T) {
-			c.createTopic(mode.topic, 1, 3)
+			c.CreateTopic(mode.topic, 1, 3)
 			for _, p := range proxies {
 				p.cutEvery(3, cuts)
 			}
@@ -275,7 +277,7 @@ func TestIdempotentRetryAfterLostAck(t *testing.T) {
 			if !mode.idempotent {
 				opts = append(opts, kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(1))
 			}
-			prod := c.client(opts...)
+			prod := c.Client(opts...)
 			produceAll(t, prod, mode.topic, n)
 			total := 0
 			for _, p := range proxies {
@@ -312,10 +314,10 @@ func TestIdempotentRetryAfterLostAck(t *testing.T) {
 // replica of the log, and is answered as a duplicate: every record once.
 func TestIdempotentRetryAcrossFailover(t *testing.T) {
 	c, proxies := proxiedCluster(t, 3)
-	c.createTopic("lostfo", 1, 3)
+	c.CreateTopic("lostfo", 1, 3)
 	leader := -1
-	for i, nd := range c.nodes {
-		if _, err := nd.node.LeaderPartition("lostfo", 0); err == nil {
+	for i, nd := range c.Nodes {
+		if _, err := nd.LeaderPartition("lostfo", 0); err == nil {
 			leader = i
 		}
 	}
@@ -345,17 +347,15 @@ func TestIdempotentRetryAcrossFailover(t *testing.T) {
 		case <-time.After(60 * time.Second):
 			return
 		}
-		c.nodes[leader].node.Kill()
-		c.nodes[leader].rpc.Close()
+		c.Kill(leader)
 	}()
 	const n = 400
-	prod := c.client(kgo.DefaultProduceTopic("lostfo"), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordRetries(1<<20), kgo.RecordDeliveryTimeout(80*time.Second))
+	prod := c.Client(kgo.DefaultProduceTopic("lostfo"), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordRetries(1<<20), kgo.RecordDeliveryTimeout(80*time.Second))
 	produceAll(t, prod, "lostfo", n)
 	<-killed
 	if lp.cutCount() != 1 {
 		t.Fatalf("the leader's answer was not cut (%d cuts)", lp.cutCount())
 	}
-	c.nodes[leader] = nil
 	counts, ordered := occurrences(t, c, "lostfo", "lostfo", n)
 	for i := 0; i < n; i++ {
 		if v := fmt.Sprintf("lostfo-%05d", i); counts[v] != 1 {

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"bufio"
@@ -30,77 +30,77 @@ import (
 // to five times what is live, and a soft limit on the heap keeps that
 // bounded where memory is short: nearing the limit the collector runs as
 // often as it must, whatever the percentage.
-const defaultGCPercent = 400
+const DefaultGCPercent = 400
 
-// collectorSettings are a process's collector settings.
-type collectorSettings struct {
-	gcPercent   int   // negative: off
-	memoryLimit int64 // bytes; math.MaxInt64: none
+// GCSettings are a process's collector settings.
+type GCSettings struct {
+	GCPercent   int   // negative: off
+	MemoryLimit int64 // bytes; math.MaxInt64: none
 }
 
-// setCollector applies s and returns the settings it replaced.
-func setCollector(s collectorSettings) collectorSettings {
-	return collectorSettings{
-		gcPercent:   debug.SetGCPercent(s.gcPercent),
-		memoryLimit: debug.SetMemoryLimit(s.memoryLimit),
+// SetGC applies s and returns the settings it replaced.
+func SetGC(s GCSettings) GCSettings {
+	return GCSettings{
+		GCPercent:   debug.SetGCPercent(s.GCPercent),
+		MemoryLimit: debug.SetMemoryLimit(s.MemoryLimit),
 	}
 }
 
-// nodeGC resolves the settings a process hosting nodes runs with:
-// gcPercent and memoryLimit (0: half of memoryAvailable; negative: none)
+// ResolveGC resolves the settings a process hosting nodes runs with:
+// gcPercent and memoryLimit (0: half of MemoryAvailable; negative: none)
 // when explicit (given as flags) or when the environment has no GOGC or
 // GOMEMLIMIT, which the runtime has applied already; else the runtime's
 // current ones.
-func nodeGC(gcPercent int, gcExplicit bool, memoryLimit int64, limitExplicit bool) collectorSettings {
-	s := currentCollector()
+func ResolveGC(gcPercent int, gcExplicit bool, memoryLimit int64, limitExplicit bool) GCSettings {
+	s := CurrentGC()
 	if gcExplicit || os.Getenv("GOGC") == "" {
-		s.gcPercent = gcPercent
+		s.GCPercent = gcPercent
 		if gcPercent < 0 {
-			s.gcPercent = -1
+			s.GCPercent = -1
 		}
 	}
 	if limitExplicit || os.Getenv("GOMEMLIMIT") == "" {
 		switch {
 		case memoryLimit < 0:
-			s.memoryLimit = math.MaxInt64
+			s.MemoryLimit = math.MaxInt64
 		case memoryLimit == 0:
-			s.memoryLimit = math.MaxInt64
-			if m := memoryAvailable(); m > 0 {
-				s.memoryLimit = m / 2
+			s.MemoryLimit = math.MaxInt64
+			if m := MemoryAvailable(); m > 0 {
+				s.MemoryLimit = m / 2
 			}
 		default:
-			s.memoryLimit = memoryLimit
+			s.MemoryLimit = memoryLimit
 		}
 	}
 	return s
 }
 
-// currentCollector reads the runtime's settings.
-func currentCollector() collectorSettings {
+// CurrentGC reads the runtime's settings.
+func CurrentGC() GCSettings {
 	m := []metrics.Sample{{Name: "/gc/gogc:percent"}, {Name: "/gc/gomemlimit:bytes"}}
 	metrics.Read(m)
-	s := collectorSettings{gcPercent: -1, memoryLimit: math.MaxInt64}
+	s := GCSettings{GCPercent: -1, MemoryLimit: math.MaxInt64}
 	if p := m[0].Value.Uint64(); p <= math.MaxInt32 { // off reads as the largest uint64
-		s.gcPercent = int(p)
+		s.GCPercent = int(p)
 	}
 	if l := m[1].Value.Uint64(); l < math.MaxInt64 {
-		s.memoryLimit = int64(l)
+		s.MemoryLimit = int64(l)
 	}
 	return s
 }
 
-func logCollector(logger hclog.Logger, s collectorSettings) {
+func LogGC(logger hclog.Logger, s GCSettings) {
 	limit := "none"
-	if s.memoryLimit != math.MaxInt64 {
-		limit = strconv.FormatInt(s.memoryLimit, 10)
+	if s.MemoryLimit != math.MaxInt64 {
+		limit = strconv.FormatInt(s.MemoryLimit, 10)
 	}
-	logger.Info("collector", "gc_percent", s.gcPercent, "memory_limit_bytes", limit)
+	logger.Info("collector", "gc_percent", s.GCPercent, "memory_limit_bytes", limit)
 }
 
-// memoryAvailable is the memory this process may use: the machine's
+// MemoryAvailable is the memory this process may use: the machine's
 // (MemTotal), or the lowest cgroup limit over it when lower; 0 when
 // neither is known.
-func memoryAvailable() int64 {
+func MemoryAvailable() int64 {
 	total := memTotal(readFile("/proc/meminfo"))
 	for _, f := range cgroupLimitFiles(readFile("/proc/self/cgroup")) {
 		if l := cgroupLimit(readFile(f)); l > 0 && (total == 0 || l < total) {

@@ -1,4 +1,4 @@
-package main
+package node_test
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/raftlog/raftlog/cluster/clustertest"
 	"github.com/raftlog/raftlog/replication"
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -19,8 +20,8 @@ import (
 
 // TestSarama: IBM/sarama's sync producer and partition consumer.
 func TestSarama(t *testing.T) {
-	c := startTestCluster(t, 3)
-	c.createTopic("sarama", 2, 3)
+	c := clustertest.Start(t, 3)
+	c.CreateTopic("sarama", 2, 3)
 	cfg := sarama.NewConfig()
 	cfg.Version = sarama.V2_8_0_0
 	cfg.Producer.Return.Successes = true
@@ -29,7 +30,7 @@ func TestSarama(t *testing.T) {
 	cfg.Producer.Retry.Backoff = 100 * time.Millisecond
 	cfg.Metadata.Retry.Max = 50
 	cfg.Metadata.Retry.Backoff = 100 * time.Millisecond
-	prod, err := sarama.NewSyncProducer(c.bootstrap, cfg)
+	prod, err := sarama.NewSyncProducer(c.Bootstrap, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func TestSarama(t *testing.T) {
 			t.Fatalf("send %d: %v", i, err)
 		}
 	}
-	consumer, err := sarama.NewConsumer(c.bootstrap, cfg)
+	consumer, err := sarama.NewConsumer(c.Bootstrap, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,11 +81,11 @@ func TestSarama(t *testing.T) {
 // batch per run: more than one in a row between records made kafka-go's
 // reader panic).
 func TestKafkaGo(t *testing.T) {
-	c := startTestCluster(t, 3)
-	c.createTopic("kgo-seg", 1, 3)
+	c := clustertest.Start(t, 3)
+	c.CreateTopic("kgo-seg", 1, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	w := &kafkago.Writer{Addr: kafkago.TCP(c.bootstrap...), Topic: "kgo-seg", RequiredAcks: kafkago.RequireAll,
+	w := &kafkago.Writer{Addr: kafkago.TCP(c.Bootstrap...), Topic: "kgo-seg", RequiredAcks: kafkago.RequireAll,
 		MaxAttempts: 50, BatchTimeout: 5 * time.Millisecond}
 	defer w.Close()
 	const per = 50
@@ -98,8 +99,8 @@ func TestKafkaGo(t *testing.T) {
 		}
 	}
 	leader := func() *replication.Replica {
-		for _, nd := range c.nodes {
-			if r, ok := nd.node.Replica("kgo-seg", 0); ok && r.IsLeader() {
+		for _, nd := range c.Nodes {
+			if r, ok := nd.Replica("kgo-seg", 0); ok && r.IsLeader() {
 				return r
 			}
 		}
@@ -114,7 +115,7 @@ func TestKafkaGo(t *testing.T) {
 		if err := old.TransferLeadership("", ""); err != nil {
 			t.Fatalf("leadership transfer: %v", err)
 		}
-		eventually(t, 30*time.Second, func() error {
+		clustertest.Eventually(t, 30*time.Second, func() error {
 			if l := leader(); l == nil || l == old {
 				return errors.New("no new leader after the transfer")
 			}
@@ -128,9 +129,9 @@ func TestKafkaGo(t *testing.T) {
 // readKafkaGo reads partition 0 of topic with kafka-go's Reader from the
 // start and checks that it holds the values v000, v001, ... up to n
 // (besides the warm-up records).
-func readKafkaGo(ctx context.Context, t *testing.T, c *testCluster, topic string, n int) {
+func readKafkaGo(ctx context.Context, t *testing.T, c *clustertest.Cluster, topic string, n int) {
 	t.Helper()
-	r := kafkago.NewReader(kafkago.ReaderConfig{Brokers: c.bootstrap, Topic: topic, Partition: 0, MaxWait: 200 * time.Millisecond})
+	r := kafkago.NewReader(kafkago.ReaderConfig{Brokers: c.Bootstrap, Topic: topic, Partition: 0, MaxWait: 200 * time.Millisecond})
 	defer r.Close()
 	for got := 0; got < n; {
 		m, err := r.ReadMessage(ctx)
@@ -157,20 +158,20 @@ func TestKcat(t *testing.T) {
 		}
 		t.Skip("kcat not installed")
 	}
-	c := startTestCluster(t, 3)
-	c.createTopic("kcat", 1, 3)
+	c := clustertest.Start(t, 3)
+	c.CreateTopic("kcat", 1, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var in bytes.Buffer
 	for i := 0; i < 50; i++ {
 		fmt.Fprintf(&in, "line-%02d\n", i)
 	}
-	prod := exec.CommandContext(ctx, path, "-b", strings.Join(c.bootstrap, ","), "-t", "kcat", "-P", "-X", "acks=all")
+	prod := exec.CommandContext(ctx, path, "-b", strings.Join(c.Bootstrap, ","), "-t", "kcat", "-P", "-X", "acks=all")
 	prod.Stdin = &in
 	if out, err := prod.CombinedOutput(); err != nil {
 		t.Fatalf("kcat produce: %v\n%s", err, out)
 	}
-	cons := exec.CommandContext(ctx, path, "-b", strings.Join(c.bootstrap, ","), "-t", "kcat", "-C", "-e", "-o", "beginning", "-f", "%s\n")
+	cons := exec.CommandContext(ctx, path, "-b", strings.Join(c.Bootstrap, ","), "-t", "kcat", "-C", "-e", "-o", "beginning", "-f", "%s\n")
 	out, err := cons.Output()
 	if err != nil {
 		t.Fatalf("kcat consume: %v\n%s", err, out)
@@ -186,7 +187,7 @@ func TestKcat(t *testing.T) {
 	}
 	// Control batches at the end of the log (a DeleteRecords entry, Raft's
 	// own) must not keep a consumer from reaching the end: kcat -e exits.
-	adm := kadm.NewClient(c.client())
+	adm := kadm.NewClient(c.Client())
 	ends, err := adm.ListEndOffsets(ctx, "kcat")
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +198,7 @@ func TestKcat(t *testing.T) {
 	if _, err := adm.DeleteRecords(ctx, os); err != nil {
 		t.Fatal(err)
 	}
-	tail := exec.CommandContext(ctx, path, "-b", strings.Join(c.bootstrap, ","), "-t", "kcat", "-C", "-e", "-o", "beginning", "-f", "%s\n")
+	tail := exec.CommandContext(ctx, path, "-b", strings.Join(c.Bootstrap, ","), "-t", "kcat", "-C", "-e", "-o", "beginning", "-f", "%s\n")
 	out, err = tail.Output()
 	if err != nil {
 		t.Fatalf("kcat after DeleteRecords: %v\n%s", err, out)
@@ -205,7 +206,7 @@ func TestKcat(t *testing.T) {
 	if got := strings.Count(string(out), "line-"); got != 10 {
 		t.Fatalf("kcat read %d records after DeleteRecords, want the last 10:\n%s", got, out)
 	}
-	meta, err := exec.CommandContext(ctx, path, "-b", c.bootstrap[0], "-L").CombinedOutput()
+	meta, err := exec.CommandContext(ctx, path, "-b", c.Bootstrap[0], "-L").CombinedOutput()
 	if err != nil || !strings.Contains(string(meta), "3 brokers") {
 		t.Fatalf("kcat -L: %v\n%s", err, meta)
 	}

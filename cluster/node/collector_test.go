@@ -1,7 +1,6 @@
-package main
+package node
 
 import (
-	"flag"
 	"math"
 	"slices"
 	"testing"
@@ -42,68 +41,49 @@ func TestMemoryFiles(t *testing.T) {
 	if n := len(cgroupLimitFiles([]byte("0::/\n"))); n != 2 {
 		t.Fatalf("the root cgroup: %d files, want the 2 roots", n)
 	}
-	if memoryAvailable() <= 0 {
+	if MemoryAvailable() <= 0 {
 		t.Fatal("no memory found on this machine")
 	}
 }
 
 // The flags apply unless GOGC or GOMEMLIMIT are set and the flags were
-// not given; setCollector hands back what it replaced.
+// not given; SetGC hands back what it replaced.
 func TestNodeGC(t *testing.T) {
-	orig := currentCollector()
-	t.Cleanup(func() { setCollector(orig) })
+	orig := CurrentGC()
+	t.Cleanup(func() { SetGC(orig) })
 
 	t.Setenv("GOGC", "")
 	t.Setenv("GOMEMLIMIT", "")
-	s := nodeGC(defaultGCPercent, false, 0, false)
-	if s.gcPercent != defaultGCPercent || s.memoryLimit != memoryAvailable()/2 {
-		t.Fatalf("defaults: %+v, want %d and half of %d", s, defaultGCPercent, memoryAvailable())
+	s := ResolveGC(DefaultGCPercent, false, 0, false)
+	if s.GCPercent != DefaultGCPercent || s.MemoryLimit != MemoryAvailable()/2 {
+		t.Fatalf("defaults: %+v, want %d and half of %d", s, DefaultGCPercent, MemoryAvailable())
 	}
-	if s := nodeGC(-5, false, -1, false); s.gcPercent != -1 || s.memoryLimit != math.MaxInt64 {
+	if s := ResolveGC(-5, false, -1, false); s.GCPercent != -1 || s.MemoryLimit != math.MaxInt64 {
 		t.Fatalf("off and none: %+v", s)
 	}
-	if s := nodeGC(150, true, 1<<30, true); s.gcPercent != 150 || s.memoryLimit != 1<<30 {
+	if s := ResolveGC(150, true, 1<<30, true); s.GCPercent != 150 || s.MemoryLimit != 1<<30 {
 		t.Fatalf("given: %+v", s)
 	}
 
 	// The environment's, which the runtime applied at start (here set by
 	// hand), stand unless the flags were given.
-	prev := setCollector(collectorSettings{gcPercent: 77, memoryLimit: 3 << 30})
+	prev := SetGC(GCSettings{GCPercent: 77, MemoryLimit: 3 << 30})
 	if prev != orig {
-		t.Fatalf("setCollector replaced %+v, the settings were %+v", prev, orig)
+		t.Fatalf("SetGC replaced %+v, the settings were %+v", prev, orig)
 	}
 	t.Setenv("GOGC", "77")
 	t.Setenv("GOMEMLIMIT", "3GiB")
-	if s := nodeGC(defaultGCPercent, false, 0, false); s.gcPercent != 77 || s.memoryLimit != 3<<30 {
+	if s := ResolveGC(DefaultGCPercent, false, 0, false); s.GCPercent != 77 || s.MemoryLimit != 3<<30 {
 		t.Fatalf("environment: %+v", s)
 	}
-	if s := nodeGC(defaultGCPercent, true, 0, true); s.gcPercent != defaultGCPercent || s.memoryLimit != memoryAvailable()/2 {
+	if s := ResolveGC(DefaultGCPercent, true, 0, true); s.GCPercent != DefaultGCPercent || s.MemoryLimit != MemoryAvailable()/2 {
 		t.Fatalf("flags over the environment: %+v", s)
 	}
-	if got := currentCollector(); got != (collectorSettings{gcPercent: 77, memoryLimit: 3 << 30}) {
+	if got := CurrentGC(); got != (GCSettings{GCPercent: 77, MemoryLimit: 3 << 30}) {
 		t.Fatalf("read back %+v", got)
 	}
-	setCollector(collectorSettings{gcPercent: -1, memoryLimit: math.MaxInt64})
-	if got := currentCollector(); got.gcPercent != -1 || got.memoryLimit != math.MaxInt64 {
+	SetGC(GCSettings{GCPercent: -1, MemoryLimit: math.MaxInt64})
+	if got := CurrentGC(); got.GCPercent != -1 || got.MemoryLimit != math.MaxInt64 {
 		t.Fatalf("off read back as %+v", got)
-	}
-}
-
-// A serve flag is given when it is on the command line or in its
-// RAFTLOG_* variable.
-func TestEnvDefaultsGiven(t *testing.T) {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	var f serveFlags
-	f.register(fs)
-	t.Setenv("RAFTLOG_MEMORY_LIMIT_BYTES", "1000000000")
-	if err := fs.Parse([]string{"--node-id", "2"}); err != nil {
-		t.Fatal(err)
-	}
-	got, err := envDefaults(fs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !got["node-id"] || !got["memory-limit-bytes"] || got["gc-percent"] || f.memoryLimit != 1e9 || f.gcPercent != defaultGCPercent {
-		t.Fatalf("explicit %v, memory limit %d, gc percent %d", got, f.memoryLimit, f.gcPercent)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package node_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/raftlog/raftlog/cluster/clustertest"
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -55,9 +56,9 @@ func (tl *tally) redelivered(to int) []int {
 	return out
 }
 
-func produceInts(t *testing.T, c *testCluster, topic string, from, to int) {
+func produceInts(t *testing.T, c *clustertest.Cluster, topic string, from, to int) {
 	t.Helper()
-	prod := c.client(kgo.DefaultProduceTopic(topic))
+	prod := c.Client(kgo.DefaultProduceTopic(topic))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var recs []*kgo.Record
@@ -71,16 +72,16 @@ func produceInts(t *testing.T, c *testCluster, topic string, from, to int) {
 
 // waitGroupAtEnd waits until the group's committed offsets reach the end
 // of every partition of topic.
-func waitGroupAtEnd(t *testing.T, c *testCluster, group, topic string) {
+func waitGroupAtEnd(t *testing.T, c *clustertest.Cluster, group, topic string) {
 	t.Helper()
-	adm := kadm.NewClient(c.client())
+	adm := kadm.NewClient(c.Client())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, func() error {
+	clustertest.Eventually(t, 60*time.Second, func() error {
 		fetched, err := adm.FetchOffsets(ctx, group)
 		if err != nil {
 			return err
@@ -97,7 +98,7 @@ func waitGroupAtEnd(t *testing.T, c *testCluster, group, topic string) {
 
 func waitTally(t *testing.T, tl *tally, from, to int) {
 	t.Helper()
-	eventually(t, 60*time.Second, func() error {
+	clustertest.Eventually(t, 60*time.Second, func() error {
 		if !tl.covers(from, to) {
 			return fmt.Errorf("values %d..%d not all consumed", from, to)
 		}
@@ -118,7 +119,7 @@ func (h saramaMember) ConsumeClaim(sess sarama.ConsumerGroupSession, claim saram
 }
 
 // runSarama runs members sarama group members until stop is called.
-func runSarama(t *testing.T, c *testCluster, group, topic string, members int, tl *tally) (stop func()) {
+func runSarama(t *testing.T, c *clustertest.Cluster, group, topic string, members int, tl *tally) (stop func()) {
 	cfg := sarama.NewConfig()
 	cfg.Version = sarama.V3_6_0_0
 	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
@@ -130,7 +131,7 @@ func runSarama(t *testing.T, c *testCluster, group, topic string, members int, t
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for range members {
-		cg, err := sarama.NewConsumerGroup(c.bootstrap, group, cfg)
+		cg, err := sarama.NewConsumerGroup(c.Bootstrap, group, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,12 +150,12 @@ func runSarama(t *testing.T, c *testCluster, group, topic string, members int, t
 }
 
 // runKafkaGo runs members kafka-go Readers of group until stop is called.
-func runKafkaGo(c *testCluster, group, topic string, members int, tl *tally) (stop func()) {
+func runKafkaGo(c *clustertest.Cluster, group, topic string, members int, tl *tally) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for range members {
 		r := kafkago.NewReader(kafkago.ReaderConfig{
-			Brokers: c.bootstrap, GroupID: group, Topic: topic,
+			Brokers: c.Bootstrap, GroupID: group, Topic: topic,
 			MaxWait: 100 * time.Millisecond, HeartbeatInterval: 200 * time.Millisecond,
 			SessionTimeout: 10 * time.Second, RebalanceTimeout: 10 * time.Second,
 			CommitInterval: 100 * time.Millisecond, StartOffset: kafkago.FirstOffset,
@@ -183,9 +184,9 @@ func runKafkaGo(c *testCluster, group, topic string, members int, tl *tally) (st
 // are produced, resumes at the committed offsets: it reads the new records
 // and none of the old.
 func TestSaramaAndKafkaGoGroupsOnCluster(t *testing.T) {
-	c := startTestCluster(t, 3)
+	c := clustertest.Start(t, 3)
 	const topic, first, second = "clients-grp", 600, 300
-	c.createTopic(topic, 6, 3)
+	c.CreateTopic(topic, 6, 3)
 	produceInts(t, c, topic, 0, first)
 	for _, client := range []struct {
 		name string

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"net/http"
@@ -44,7 +44,7 @@ var (
 	descLeader        = partitionDesc("leader", "1 when this replica leads its partition, else 0.")
 	descGated         = partitionDesc("gated", "1 when the vote guard holds this replica back, else 0.")
 	descWriteStopped  = partitionDesc("write_stopped", "1 when a write error (a full disk, an I/O error) stopped the replica's log until it is reopened, else 0.")
-	descCommitLag     = partitionDesc("commit_lag", "Log end offset minus high watermark: offsets written here and not yet known committed.")
+	descCommitLag     = partitionDesc("commit_lag", "Offsets of the local log not yet known committed: the log end minus the end of the entry at Raft's commit index (0 on an idle partition, whatever Raft entries it ends with).")
 	descLastContact   = partitionDesc("raft_last_contact_seconds", "Seconds since a follower last heard from its leader (0 on the leader; absent before any contact).")
 	descRecDuration   = partitionDesc("recovery_duration_seconds", "Time the last open of the replica's log spent recovering it.")
 	descRecTruncated  = partitionDesc("recovery_truncated_bytes", "Bytes the last open of the replica's log cut off a torn or corrupt tail.")
@@ -121,7 +121,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descLeader, b2f(leader), lbl...)
 		gauge(descGated, b2f(isGated), lbl...)
 		gauge(descWriteStopped, b2f(isStopped), lbl...)
-		gauge(descCommitLag, float64(max(end-hw, 0)), lbl...)
+		gauge(descCommitLag, float64(r.CommitLag()), lbl...)
 		if leader {
 			gauge(descLastContact, 0, lbl...)
 		} else if last := r.Raft().LastContact(); !last.IsZero() {

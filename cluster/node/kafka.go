@@ -1,23 +1,19 @@
-package main
+package node
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/raftlog/raftlog/cluster"
-	"github.com/raftlog/raftlog/log"
 	"github.com/raftlog/raftlog/replication"
 	"github.com/raftlog/raftlog/rpc"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// broker wires a cluster node into the Kafka front end.
+// broker is the Kafka front end's view of a cluster member: rpc's Broker,
+// GroupBroker and ReassignBroker over cluster.Node.
 type broker struct{ n *cluster.Node }
 
 var _ rpc.Broker = broker{}
@@ -212,39 +208,6 @@ func (p partition) StartAppend(ctx context.Context, batch []byte, acks int) (fun
 	}, nil
 }
 
-// appendError maps an append's error to the Kafka error the producer must
-// see.
-func appendError(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, new(*replication.NotLeaderError)):
-		return kerr.NotLeaderForPartition
-	case errors.Is(err, replication.ErrOutOfOrderSequence):
-		return fmt.Errorf("%w: %v", kerr.OutOfOrderSequenceNumber, err)
-	case errors.Is(err, replication.ErrProducerFenced):
-		return fmt.Errorf("%w: %v", kerr.InvalidProducerEpoch, err)
-	case errors.Is(err, replication.ErrDuplicateSequence):
-		return fmt.Errorf("%w: %v", kerr.DuplicateSequenceNumber, err)
-	}
-	return retriable(err)
-}
-
-// retriable maps the errors of a replica going away (topic deleted, node
-// shutting down, leadership moving) to codes clients retry on.
-func retriable(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, log.ErrClosed), errors.Is(err, os.ErrClosed),
-		errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrNotLeader):
-		return fmt.Errorf("%w: %v", kerr.NotLeaderForPartition, err)
-	case errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("%w: %v", kerr.RequestTimedOut, err)
-	}
-	return err
-}
-
 func (p partition) Read(offset int64, maxBytes int) ([]byte, error) {
 	b, err := p.r.ReadRecords(offset, maxBytes)
 	return b, retriable(err)
@@ -274,8 +237,8 @@ func (p partition) EndOffsetForEpoch(epoch int32) (int64, int32, error) {
 
 func (p partition) DeleteRecords(ctx context.Context, offset int64) (int64, error) {
 	off, err := p.r.DeleteRecords(ctx, offset)
-	if _, ok := err.(*replication.NotLeaderError); ok {
-		return -1, kerr.NotLeaderForPartition
+	if err != nil {
+		return -1, deleteRecordsError(err)
 	}
-	return off, err
+	return off, nil
 }

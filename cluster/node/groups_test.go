@@ -1,4 +1,4 @@
-package main
+package node_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlog/raftlog/cluster/clustertest"
+	"github.com/raftlog/raftlog/cluster/node"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -19,10 +21,10 @@ import (
 // survive the loss of the coordinator's node (the controller leader), and
 // a new member resumes exactly where the group committed.
 func TestConsumerGroupOnCluster(t *testing.T) {
-	c := startTestCluster(t, 3)
-	c.createTopic("grp", 6, 3)
+	c := clustertest.Start(t, 3)
+	c.CreateTopic("grp", 6, 3)
 	const total = 600
-	prod := c.client(kgo.DefaultProduceTopic("grp"))
+	prod := c.Client(kgo.DefaultProduceTopic("grp"))
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	for i := 0; i < total; i++ {
@@ -34,7 +36,7 @@ func TestConsumerGroupOnCluster(t *testing.T) {
 	seen := map[string]bool{}
 	var members []*kgo.Client
 	for m := 0; m < 3; m++ {
-		cl := c.client(kgo.ConsumerGroup("g1"), kgo.ConsumeTopics("grp"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		cl := c.Client(kgo.ConsumerGroup("g1"), kgo.ConsumeTopics("grp"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 			kgo.DisableAutoCommit(), kgo.SessionTimeout(6*time.Second))
 		members = append(members, cl)
 	}
@@ -70,7 +72,7 @@ func TestConsumerGroupOnCluster(t *testing.T) {
 	// sticky partitioner), so seeing them says nothing of the partitions
 	// holding only a warm-up record, whose owner may not have polled or
 	// committed yet (or lost them to a rebalance before committing).
-	adm := kadm.NewClient(c.client())
+	adm := kadm.NewClient(c.Client())
 	ends, err := adm.ListEndOffsets(ctx, "grp")
 	if err != nil {
 		t.Fatal(err)
@@ -115,15 +117,15 @@ func TestConsumerGroupOnCluster(t *testing.T) {
 	nb := 0
 	before.Each(func(o kadm.OffsetResponse) { nb++ })
 	if nb != 6 {
-		for i, nd := range c.nodes {
-			t.Logf("node %d groups with offsets %v: %+v", i+1, nd.node.Meta().OffsetGroups(), nd.node.Meta().GroupOffsets("g1", nil))
+		for i, nd := range c.Nodes {
+			t.Logf("node %d groups with offsets %v: %+v", i+1, nd.Meta().OffsetGroups(), nd.Meta().GroupOffsets("g1", nil))
 		}
 		t.Fatalf("committed offsets of %d partitions, want 6: %+v", nb, before)
 	}
 	// Kill the coordinator's node (the controller leader).
 	coord := -1
-	for i, nd := range c.nodes {
-		if nd.node.ControllerID() == nd.node.ID() {
+	for i, nd := range c.Nodes {
+		if nd.ControllerID() == nd.ID() {
 			coord = i
 		}
 	}
@@ -131,11 +133,9 @@ func TestConsumerGroupOnCluster(t *testing.T) {
 		t.Fatal("no controller leader")
 	}
 	t.Logf("killing node %d, the controller leader", coord+1)
-	c.nodes[coord].node.Kill()
-	c.nodes[coord].rpc.Close()
-	c.nodes[coord] = nil
+	c.Kill(coord)
 	var rest []string
-	for i, b := range c.bootstrap {
+	for i, b := range c.Bootstrap {
 		if i != coord {
 			rest = append(rest, b)
 		}
@@ -144,8 +144,8 @@ func TestConsumerGroupOnCluster(t *testing.T) {
 	deadline = time.Now().Add(30 * time.Second)
 	for {
 		agreed := true
-		for _, nd := range c.nodes {
-			if nd != nil && (nd.node.ControllerID() < 0 || nd.node.ControllerID() == int32(coord+1)) {
+		for i, nd := range c.Nodes {
+			if !c.Down(i) && (nd.ControllerID() < 0 || nd.ControllerID() == int32(coord+1)) {
 				agreed = false
 			}
 		}
@@ -212,9 +212,9 @@ func TestKcatBalancedConsumer(t *testing.T) {
 		}
 		t.Skip("kcat not installed")
 	}
-	c := startTestCluster(t, 3)
-	c.createTopic("kg", 2, 3)
-	prod := c.client(kgo.DefaultProduceTopic("kg"))
+	c := clustertest.Start(t, 3)
+	c.CreateTopic("kg", 2, 3)
+	prod := c.Client(kgo.DefaultProduceTopic("kg"))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	for i := 0; i < 40; i++ {
@@ -222,7 +222,7 @@ func TestKcatBalancedConsumer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.CommandContext(ctx, path, "-b", strings.Join(c.bootstrap, ","), "-G", "kcat-group", "-o", "beginning", "-e",
+	cmd := exec.CommandContext(ctx, path, "-b", strings.Join(c.Bootstrap, ","), "-G", "kcat-group", "-o", "beginning", "-e",
 		"-X", "auto.offset.reset=earliest", "-f", "%s\n", "kg")
 	out, err := cmd.Output()
 	if err != nil {
@@ -239,18 +239,18 @@ func TestKcatBalancedConsumer(t *testing.T) {
 // shows that lies behind), while those of a group whose member is alive
 // stay, though committed earlier.
 func TestOffsetRetentionOnCluster(t *testing.T) {
-	c := startTestClusterWith(t, 1, func(_ int, f *serveFlags) {
-		f.offsetsRetention, f.offsetsCheck = 3*time.Second, 100*time.Millisecond
+	c := clustertest.StartWith(t, 1, func(_ int, cfg *node.Config) {
+		cfg.Groups.OffsetsRetention, cfg.Groups.OffsetsRetentionCheckInterval = 3*time.Second, 100*time.Millisecond
 	})
-	c.createTopic("ret", 1, 1)
+	c.CreateTopic("ret", 1, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	prod := c.client(kgo.DefaultProduceTopic("ret"))
+	prod := c.Client(kgo.DefaultProduceTopic("ret"))
 	if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte("r")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	// "live": a member that consumes and commits, and stays.
-	member := c.client(kgo.ConsumerGroup("live"), kgo.ConsumeTopics("ret"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	member := c.Client(kgo.ConsumerGroup("live"), kgo.ConsumeTopics("ret"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
 	for got := 0; got == 0; {
 		fs := member.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
@@ -261,7 +261,7 @@ func TestOffsetRetentionOnCluster(t *testing.T) {
 	if err := member.CommitUncommittedOffsets(ctx); err != nil {
 		t.Fatal(err)
 	}
-	adm := kadm.NewClient(c.client())
+	adm := kadm.NewClient(c.Client())
 	var offs kadm.Offsets
 	offs.Add(kadm.Offset{Topic: "ret", Partition: 0, At: 1})
 	commit := func(group string) {
@@ -286,7 +286,7 @@ func TestOffsetRetentionOnCluster(t *testing.T) {
 	}
 	gone := func(group string) {
 		t.Helper()
-		eventually(t, 30*time.Second, func() error {
+		clustertest.Eventually(t, 30*time.Second, func() error {
 			if n := committed(group); n != 0 {
 				return fmt.Errorf("%s still has %d offsets", group, n)
 			}

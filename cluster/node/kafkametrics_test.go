@@ -1,0 +1,91 @@
+package node
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/raftlog/raftlog/cluster/clustertest/promtest"
+	"github.com/raftlog/raftlog/log"
+	"github.com/raftlog/raftlog/rpc"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// produceObservation is an observed acks=-1 Produce of one batch of ten
+// records to two partitions, the second answered code.
+func produceObservation(code int16) rpc.Observation {
+	batch := log.BuildBatch(nil, log.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, make([]log.Record, 10))
+	req := kmsg.NewPtrProduceRequest()
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	rt := kmsg.NewProduceRequestTopic()
+	st := kmsg.NewProduceResponseTopic()
+	for p := int32(0); p < 2; p++ {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = p, batch
+		rt.Partitions = append(rt.Partitions, rp)
+		sp := kmsg.NewProduceResponseTopicPartition()
+		sp.Partition = p
+		st.Partitions = append(st.Partitions, sp)
+	}
+	st.Partitions[1].ErrorCode = code
+	req.Topics, resp.Topics = append(req.Topics, rt), append(resp.Topics, st)
+	return rpc.Observation{Key: 0, Version: 9, RequestBytes: 300, ResponseBytes: 80, Duration: time.Millisecond,
+		Failed: code != 0, Request: req, Response: resp}
+}
+
+// TestKafkaMetricsObserve: what one observation counts, and that counting
+// it allocates nothing once its series exist.
+func TestKafkaMetricsObserve(t *testing.T) {
+	km := newKafkaMetrics()
+	ok, failed := produceObservation(0), produceObservation(kerr.NotLeaderForPartition.Code)
+	km.ObserveRequest(ok)
+	km.ObserveRequest(failed)
+	const runs = 100
+	if a := testing.AllocsPerRun(runs, func() { km.ObserveRequest(ok) }); a != 0 {
+		t.Errorf("%v allocations per Produce observed", a)
+	}
+	if a := testing.AllocsPerRun(runs, func() { km.ObserveRequest(failed) }); a != 0 {
+		t.Errorf("%v allocations per failed Produce observed", a)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(km)
+	gathered, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := map[string]*dto.MetricFamily{}
+	for _, f := range gathered {
+		fams[f.GetName()] = f
+	}
+	// AllocsPerRun runs its function once more than it measures.
+	const oks, fails = runs + 2, runs + 2
+	for name, want := range map[string]float64{
+		"raftlog_kafka_requests_total":        oks + fails,
+		"raftlog_kafka_failed_requests_total": fails,
+		"raftlog_kafka_request_bytes_total":   300 * (oks + fails),
+		"raftlog_kafka_response_bytes_total":  80 * (oks + fails),
+		"raftlog_kafka_produce_records_total": 10 * (2*oks + fails),
+	} {
+		if v, _ := promtest.GaugeValue(fams, name, nil); v != want {
+			t.Errorf("%s = %v, want %v", name, v, want)
+		}
+	}
+	if v, _ := promtest.GaugeValue(fams, "raftlog_kafka_errors_total", map[string]string{"api": "Produce", "error": "NOT_LEADER_FOR_PARTITION"}); v != fails {
+		t.Errorf("NOT_LEADER_FOR_PARTITION errors = %v, want %d", v, fails)
+	}
+	if h := promtest.Histogram(fams, "raftlog_kafka_request_duration_seconds", map[string]string{"api": "Produce"}); h.GetSampleCount() != oks+fails {
+		t.Errorf("latency histogram: %v", h)
+	}
+}
+
+// BenchmarkKafkaMetricsObserve: the cost the metrics add to a Produce.
+func BenchmarkKafkaMetricsObserve(b *testing.B) {
+	km := newKafkaMetrics()
+	o := produceObservation(0)
+	b.ReportAllocs()
+	for b.Loop() {
+		km.ObserveRequest(o)
+	}
+}
