@@ -48,11 +48,11 @@ func (n *Node) PartitionStates(t Topic) []PartitionState {
 // partition, kerr.NotLeaderForPartition when another node leads it (or
 // none does yet).
 func (n *Node) LeaderPartition(topic string, p int32) (*replication.Replica, error) {
-	t, ok := n.meta.Topic(topic)
-	if !ok || p < 0 || int(p) >= len(t.Partitions) {
+	id, parts, ok := n.meta.topicRef(topic)
+	if !ok || p < 0 || int(p) >= parts {
 		return nil, kerr.UnknownTopicOrPartition
 	}
-	r, ok := n.Replica(topic, p)
+	r, ok := n.replicaOf(topic, p, id)
 	if !ok || !r.LeaderReady() {
 		return nil, kerr.NotLeaderForPartition
 	}

@@ -131,6 +131,18 @@ func (m *Meta) Topic(name string) (Topic, bool) {
 	return copyTopic(t), true
 }
 
+// topicRef is a topic's id and partition count, without the copy Topic
+// makes (the lookup of every produced and fetched partition).
+func (m *Meta) topicRef(name string) (id [16]byte, partitions int, ok bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	t, ok := m.topics[name]
+	if !ok {
+		return id, 0, false
+	}
+	return t.ID, len(t.Partitions), true
+}
+
 // Topics returns copies of every topic, by name.
 func (m *Meta) Topics() []Topic {
 	m.mu.RLock()

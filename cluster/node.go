@@ -307,7 +307,17 @@ func (n *Node) Mux() *replication.Mux { return n.mux }
 // leader gossip): the topic id is part of it, so a topic deleted and
 // created again is another group whose replicas never talk to the old
 // one's.
-func groupName(t Topic, p int32) string { return fmt.Sprintf("%s-%d@%x", t.Name, p, t.ID[:8]) }
+func groupName(t Topic, p int32) string { return string(appendGroupName(nil, t.Name, p, t.ID)) }
+
+// appendGroupName appends groupName's bytes to dst: a lookup by
+// n.replicas[string(appendGroupName(buf[:0], ...))] allocates nothing.
+func appendGroupName(dst []byte, topic string, p int32, id [16]byte) []byte {
+	dst = append(dst, topic...)
+	dst = append(dst, '-')
+	dst = strconv.AppendInt(dst, int64(p), 10)
+	dst = append(dst, '@')
+	return hex.AppendEncode(dst, id[:8])
+}
 
 // partitionDir is a partition replica's directory, Kafka's <topic>-<partition>.
 func partitionDir(topic string, p int32) string { return fmt.Sprintf("%s-%d", topic, p) }
@@ -377,13 +387,20 @@ func (n *Node) ControllerID() int32 {
 
 // Replica returns the local replica of a partition.
 func (n *Node) Replica(topic string, p int32) (*replication.Replica, bool) {
-	t, ok := n.meta.Topic(topic)
+	id, _, ok := n.meta.topicRef(topic)
 	if !ok {
 		return nil, false
 	}
+	return n.replicaOf(topic, p, id)
+}
+
+// replicaOf is the local replica of partition p of the topic with id.
+func (n *Node) replicaOf(topic string, p int32, id [16]byte) (*replication.Replica, bool) {
+	var buf [128]byte
+	g := appendGroupName(buf[:0], topic, p, id)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	r, ok := n.replicas[groupName(t, p)]
+	r, ok := n.replicas[string(g)]
 	return r, ok
 }
 
@@ -391,18 +408,18 @@ func (n *Node) Replica(topic string, p int32) (*replication.Replica, bool) {
 // replica's view when it has one (-1 while it knows none), else the
 // gossip. -1 when unknown.
 func (n *Node) Leader(topic string, p int32) (node int32, epoch int32) {
-	t, ok := n.meta.Topic(topic)
+	id, _, ok := n.meta.topicRef(topic)
 	if !ok {
 		return -1, -1
 	}
-	g := groupName(t, p)
-	if r, ok := n.Replica(topic, p); ok {
+	if r, ok := n.replicaOf(topic, p, id); ok {
 		if id, _ := r.Leader(); id != "" {
 			return nodeOf(id), int32(r.Term())
 		}
 		return -1, -1
 	}
-	if e, ok := n.leaders.get(g); ok {
+	var buf [128]byte
+	if e, ok := n.leaders.get(string(appendGroupName(buf[:0], topic, p, id))); ok {
 		if _, alive := n.broker(e.Node); alive {
 			return e.Node, e.Term
 		}

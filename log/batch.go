@@ -154,7 +154,7 @@ func peekBatchSize(p []byte) (int, error) {
 // uncompressed batches, that the records exactly fill the batch. maxSize
 // bounds the batch size (0: no bound).
 func ValidateBatch(p []byte, maxSize int) (int, error) {
-	size, err := CheckBatchFrame(p, maxSize)
+	size, err := checkFrame(p, maxSize)
 	if err != nil {
 		return 0, err
 	}
@@ -174,14 +174,10 @@ func ValidateBatch(p []byte, maxSize int) (int, error) {
 	return size, nil
 }
 
-// CheckBatchFrame is ValidateBatch without the two checks that read the
-// whole batch (the CRC and the walk of uncompressed records): length,
-// magic, record count, lastOffsetDelta and codec, from the header alone.
-// It is for bytes ValidateBatch accepted before, in this process, and
-// which have changed since only in baseOffset and partitionLeaderEpoch
-// (outside the CRC): a leader's batch on its way from the Kafka request
-// to the log is checked once, not at every layer.
-func CheckBatchFrame(p []byte, maxSize int) (int, error) {
+// checkFrame is ValidateBatch without the two checks that read the whole
+// batch (the CRC and the walk of uncompressed records): length, magic,
+// record count, lastOffsetDelta and codec, from the header alone.
+func checkFrame(p []byte, maxSize int) (int, error) {
 	size, err := peekBatchSize(p)
 	if err != nil {
 		return 0, err
@@ -205,6 +201,49 @@ func CheckBatchFrame(p []byte, maxSize int) (int, error) {
 	}
 	if b.Codec() > 4 {
 		return 0, fmt.Errorf("%w: unknown compression codec %d", ErrCorruptBatch, b.Codec())
+	}
+	return size, nil
+}
+
+// SplitBatches splits records, a buffer of whole batches (the record set
+// of one partition of a Produce request), into its batches and validates
+// each in full (ValidateBatch; maxSize bounds each batch, 0: no bound).
+// This is where a batch is checked on its way into a log: the batches it
+// returns go down to Log.AppendValidated, or through Raft to it, checked
+// no more. An empty buffer, trailing bytes and any invalid batch fail the
+// whole split.
+func SplitBatches(records []byte, maxSize int) ([]Batch, error) {
+	if len(records) == 0 {
+		return nil, fmt.Errorf("%w: no record batch", ErrCorruptBatch)
+	}
+	var out []Batch
+	for at := 0; at < len(records); {
+		size, err := ValidateBatch(records[at:], maxSize)
+		if err != nil {
+			if len(out) > 0 {
+				err = fmt.Errorf("batch %d: %w", len(out)+1, err)
+			}
+			return nil, err
+		}
+		out = append(out, Batch(records[at:at+size]))
+		at += size
+	}
+	return out, nil
+}
+
+// frameSize is the size of the batch at the start of p, a buffer of
+// batches that were validated before (SplitBatches, ValidateBatch): it
+// guards the walk of such a buffer against a length that runs past it
+// or past maxSize (0: no bound), and checks nothing else.
+func frameSize(p []byte, maxSize int) (int, error) {
+	size, err := peekBatchSize(p)
+	switch {
+	case err != nil:
+		return 0, err
+	case size > len(p) || len(p) < BatchHeaderSize:
+		return 0, fmt.Errorf("%w: batchLength says %d bytes, only %d present", ErrCorruptBatch, size, len(p))
+	case maxSize > 0 && size > maxSize:
+		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrBatchTooLarge, size, maxSize)
 	}
 	return size, nil
 }

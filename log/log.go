@@ -182,48 +182,47 @@ func (l *Log) EndOffset() int64 {
 // Recovery reports what the last Open found and did.
 func (l *Log) Recovery() RecoveryReport { return l.recovery }
 
-// Append validates the whole v2 batches in p, assigns them offsets from the
-// log end by rewriting baseOffset, stamps partitionLeaderEpoch with
-// leaderEpoch (both outside the CRC, so nothing is re-encoded: p is changed
-// in place), and writes them with one write per run of batches that fit the
-// active segment. Nothing is written when any batch is invalid. A
-// negative leaderEpoch keeps the epoch each batch already carries (a Raft
-// log whose batches carry their entries' terms).
+// Append validates the v2 batches in p (SplitBatches) and appends them
+// as AppendValidated does. It is for callers that hold raw bytes; the
+// replicas' write path validates where the batches enter the node and
+// calls AppendValidated.
 func (l *Log) Append(p []byte, leaderEpoch int32) (AppendInfo, error) {
+	if _, err := SplitBatches(p, l.cfg.MaxBatchBytes); err != nil {
+		return AppendInfo{}, fmt.Errorf("log: %w", err)
+	}
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	l.one[0] = p
-	return l.appendLocked(l.one[:], true, leaderEpoch, ValidateBatch)
+	return l.appendLocked(l.one[:], true, leaderEpoch)
 }
 
-// AppendVec is Append for batches held in several buffers (each holding
-// whole batches); they are written with vectored writes.
-func (l *Log) AppendVec(bufs [][]byte, leaderEpoch int32) (AppendInfo, error) {
+// AppendValidated appends the batches held in bufs (each buffer holds
+// whole batches that SplitBatches or ValidateBatch accepted): it assigns
+// them offsets from the log end by rewriting baseOffset, stamps
+// partitionLeaderEpoch with leaderEpoch (both outside the CRC, so nothing
+// is re-encoded: the buffers are changed in place), and writes them with
+// one vectored write per run of batches that fit the active segment. A
+// negative leaderEpoch keeps the epoch each batch already carries (a Raft
+// log whose batches carry their entries' terms). The batches are not
+// checked again: only a length that runs past its buffer, or past
+// MaxBatchBytes, stops the append before anything is written.
+func (l *Log) AppendValidated(bufs [][]byte, leaderEpoch int32) (AppendInfo, error) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	return l.appendLocked(bufs, true, leaderEpoch, ValidateBatch)
+	return l.appendLocked(bufs, true, leaderEpoch)
 }
 
-// AppendVecValidated is AppendVec for batches the caller has checked
-// with ValidateBatch: only their framing is checked again
-// (CheckBatchFrame), not their CRC and records.
-func (l *Log) AppendVecValidated(bufs [][]byte, leaderEpoch int32) (AppendInfo, error) {
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
-	return l.appendLocked(bufs, true, leaderEpoch, CheckBatchFrame)
-}
-
-// AppendAssigned appends batches whose offsets are already assigned (a
-// follower replaying its leader's batches): the first must start at the
-// log end offset and each must follow the one before. Bytes are written
-// unchanged.
+// AppendAssigned appends validated batches whose offsets are already
+// assigned (a replica replaying a snapshot stream): the first must start
+// at the log end offset and each must follow the one before. Bytes are
+// written unchanged.
 func (l *Log) AppendAssigned(bufs ...[]byte) (AppendInfo, error) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	return l.appendLocked(bufs, false, 0, ValidateBatch)
+	return l.appendLocked(bufs, false, 0)
 }
 
-func (l *Log) appendLocked(bufs [][]byte, assign bool, epoch int32, check func([]byte, int) (int, error)) (AppendInfo, error) {
+func (l *Log) appendLocked(bufs [][]byte, assign bool, epoch int32) (AppendInfo, error) {
 	if l.closed {
 		return AppendInfo{}, ErrClosed
 	}
@@ -236,7 +235,7 @@ func (l *Log) appendLocked(bufs [][]byte, assign bool, epoch int32, check func([
 	l.pending = l.pending[:0]
 	for bi, p := range bufs {
 		for at := 0; at < len(p); {
-			size, err := check(p[at:], l.cfg.MaxBatchBytes)
+			size, err := frameSize(p[at:], l.cfg.MaxBatchBytes)
 			if err != nil {
 				return AppendInfo{}, fmt.Errorf("log: batch %d: %w", len(l.pending), err)
 			}

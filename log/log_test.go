@@ -107,41 +107,59 @@ func TestAppendRejectsInvalidBatchesAndWritesNothing(t *testing.T) {
 	mustAppend(t, l, good)
 }
 
-// AppendVecValidated refuses every framing error AppendVec refuses; the
-// CRC and the records are the caller's (it ran ValidateBatch), so a batch
-// whose CRC is wrong is written as it is.
-func TestAppendVecValidatedChecksFraming(t *testing.T) {
+// AppendValidated checks nothing of a batch but that its length fits its
+// buffer and MaxBatchBytes (the caller validated it: SplitBatches), so a
+// batch whose CRC is wrong is written as it is; Append and SplitBatches
+// refuse every error ValidateBatch finds.
+func TestAppendValidatedTrustsTheCaller(t *testing.T) {
 	l := openTest(t, t.TempDir(), Config{MaxBatchBytes: 2000})
 	defer l.Close()
 	good := mkBatch(3, 10, 1)
 	big := mkBatch(10, 300, 1)
-	cases := map[string][]byte{
-		"truncated": good[:len(good)-3],
-		"too large": big,
-		"magic":     func() []byte { b := append([]byte(nil), good...); b[magicOff] = 1; return b }(),
-		"delta":     func() []byte { b := append([]byte(nil), good...); b[recordCountOff+3] = 2; return b }(),
-	}
-	for name, p := range cases {
-		if _, err := l.AppendVecValidated([][]byte{p}, 0); err == nil {
+	for name, p := range map[string][]byte{"truncated": good[:len(good)-3], "too large": big} {
+		if _, err := l.AppendValidated([][]byte{p}, 0); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
-		if _, err := CheckBatchFrame(p, 2000); err == nil {
-			t.Errorf("%s: CheckBatchFrame accepted it", name)
+	}
+	cases := map[string][]byte{
+		"magic": func() []byte { b := append([]byte(nil), good...); b[magicOff] = 1; return b }(),
+		"delta": func() []byte { b := append([]byte(nil), good...); b[recordCountOff+3] = 2; return b }(),
+		"crc":   func() []byte { b := append([]byte(nil), good...); b[len(b)-1] ^= 1; return b }(),
+	}
+	for name, p := range cases {
+		if _, err := SplitBatches(append(append([]byte(nil), good...), p...), 0); !errors.Is(err, ErrCorruptBatch) {
+			t.Errorf("%s: SplitBatches: %v", name, err)
+		}
+		if _, err := l.Append(p, 0); !errors.Is(err, ErrCorruptBatch) {
+			t.Errorf("%s: Append: %v", name, err)
 		}
 	}
 	if l.EndOffset() != 0 {
 		t.Fatalf("something was written: end %d", l.EndOffset())
 	}
-	badCRC := append([]byte(nil), good...)
-	badCRC[len(badCRC)-1] ^= 0xff
-	if _, err := ValidateBatch(badCRC, 0); err == nil {
-		t.Fatal("ValidateBatch accepted a wrong CRC")
-	}
-	if _, err := l.AppendVecValidated([][]byte{good, badCRC}, 0); err != nil {
+	if _, err := l.AppendValidated([][]byte{good, cases["crc"]}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if l.EndOffset() != 6 {
 		t.Fatalf("end %d after two batches of 3", l.EndOffset())
+	}
+}
+
+// SplitBatches returns each batch of a buffer, refuses an empty one and
+// trailing bytes, and bounds each batch by maxSize.
+func TestSplitBatches(t *testing.T) {
+	a, b := mkBatch(3, 10, 1), mkBatch(1, 50, 1)
+	got, err := SplitBatches(append(append([]byte(nil), a...), b...), 0)
+	if err != nil || len(got) != 2 || !bytes.Equal(got[0], a) || !bytes.Equal(got[1], b) {
+		t.Fatalf("split %d batches, %v", len(got), err)
+	}
+	for name, p := range map[string][]byte{"empty": nil, "trailing": append(append([]byte(nil), a...), 0, 0, 0)} {
+		if _, err := SplitBatches(p, 0); !errors.Is(err, ErrCorruptBatch) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := SplitBatches(b, len(b)-1); !errors.Is(err, ErrBatchTooLarge) {
+		t.Errorf("over the limit: %v", err)
 	}
 }
 

@@ -470,8 +470,11 @@ func (r *Replica) notLeader() error {
 	return &NotLeaderError{LeaderID: id, LeaderAddr: addr}
 }
 
-// Append replicates one record batch (v2, validated here) and returns its
-// base offset. With acks=-1 and acks=1 it returns after the batch is
+// Append replicates one record batch and returns its base offset. The
+// batch must be one whole v2 batch that log.SplitBatches (or
+// ValidateBatch) accepted: the replica checks only its size against the
+// log's limit and refuses control batches, which are Raft's and the
+// replica's own. With acks=-1 and acks=1 it returns after the batch is
 // committed on a quorum (raftlog does not acknowledge a write a single
 // node holds: acks=1 is served as acks=all); with acks=0 it returns once the
 // batch is handed to Raft, with offset -1. batch is rewritten in place
@@ -523,19 +526,19 @@ type PendingAppend struct {
 	pid int64
 }
 
-// StartAppend is the first half of Append: it checks the batch and the
-// producer's sequence and hands the batch to Raft, in the order of the
+// StartAppend is the first half of Append: it checks the batch's size
+// and kind (not its contents: see Append) and the producer's sequence,
+// and hands the batch to Raft, in the order of the
 // calls, and returns without waiting for the commit. Wait, called from
 // any goroutine, is the second half. A caller can so keep several
 // appends of one producer in flight (Produce requests pipelined on a
 // connection) and still have them written in the order it started them.
 func (r *Replica) StartAppend(ctx context.Context, batch []byte, acks int) (*PendingAppend, error) {
-	size, err := log.ValidateBatch(batch, r.log.Config().MaxBatchBytes)
-	if err != nil {
-		return nil, err
+	if max := r.log.Config().MaxBatchBytes; max > 0 && len(batch) > max {
+		return nil, fmt.Errorf("replication: %w: %d bytes, limit %d", log.ErrBatchTooLarge, len(batch), max)
 	}
-	if size != len(batch) {
-		return nil, fmt.Errorf("replication: %w: %d bytes after the batch", log.ErrCorruptBatch, len(batch)-size)
+	if len(batch) < log.BatchHeaderSize || log.Batch(batch).Size() != len(batch) {
+		return nil, fmt.Errorf("replication: %w: %d bytes are not one whole batch", log.ErrCorruptBatch, len(batch))
 	}
 	if log.Batch(batch).IsControl() {
 		return nil, fmt.Errorf("replication: %w: producers may not write control batches", log.ErrCorruptBatch)

@@ -274,26 +274,26 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	}
 	s.bufs = s.bufs[:0]
 	durable := false
-	// A leader's batches were checked in full by StartAppend, and since
-	// then only their offsets and epochs (outside the CRC) are rewritten;
-	// any other replica checks every batch its leader sent in full.
+	// A leader's batches were validated where they entered the node
+	// (log.SplitBatches, for a Produce request) and since then only
+	// their offsets and epochs (outside the CRC) are rewritten: they are
+	// not checked again. A follower's entries enter the node here, from
+	// its leader: each is validated in full.
 	leading := s.leading()
-	check := log.ValidateBatch
-	if leading {
-		check = log.CheckBatchFrame
-	}
 	for i, l := range logs {
 		if i > 0 && l.Index != logs[i-1].Index+1 {
 			return fmt.Errorf("replication: entries %d and %d not contiguous", logs[i-1].Index, l.Index)
 		}
 		var b []byte
 		if l.Type == raft.LogCommand {
-			size, err := check(l.Data, 0)
-			if err != nil {
-				return fmt.Errorf("replication: entry %d: %w", l.Index, err)
-			}
-			if size != len(l.Data) {
-				return fmt.Errorf("replication: entry %d holds %d bytes after its batch", l.Index, len(l.Data)-size)
+			if !leading {
+				size, err := log.ValidateBatch(l.Data, 0)
+				if err != nil {
+					return fmt.Errorf("replication: entry %d: %w", l.Index, err)
+				}
+				if size != len(l.Data) {
+					return fmt.Errorf("replication: entry %d holds %d bytes after its batch", l.Index, len(l.Data)-size)
+				}
 			}
 			b = l.Data
 			log.Batch(b).SetLeaderEpoch(int32(l.Term))
@@ -323,7 +323,7 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 			next += int64(bb.LastOffsetDelta()) + 1
 		}
 	}
-	if _, err := s.log.AppendVecValidated(s.bufs, -1); err != nil {
+	if _, err := s.log.AppendValidated(s.bufs, -1); err != nil {
 		return fmt.Errorf("replication: store entries %d-%d: %w", logs[0].Index, logs[len(logs)-1].Index, err)
 	}
 	for _, b := range s.bufs {

@@ -2,7 +2,6 @@ package rpc
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"sync"
 
@@ -298,39 +297,23 @@ func (s *Server) appendRecords(ctx context.Context, p Partition, records []byte,
 	return first, nil
 }
 
-// splitBatches splits produced records into their batches and checks each
-// (everything log.ValidateBatch checks but the size limit, which is the
-// partition's).
-func splitBatches(records []byte) ([][]byte, error) {
-	if len(records) == 0 {
-		return nil, fmt.Errorf("%w: no record batch", log.ErrCorruptBatch)
+// splitBatches splits a partition's produced records into their batches,
+// each validated in full (log.SplitBatches: the one check of a batch on
+// its way into the log; the partition's size limit is the replica's), and
+// refuses what a producer may not write.
+func splitBatches(records []byte) ([]log.Batch, error) {
+	batches, err := log.SplitBatches(records, 0)
+	if err != nil {
+		return nil, err
 	}
-	var out [][]byte
-	for at := 0; at < len(records); {
-		rest := records[at:]
-		if len(rest) < log.BatchHeaderSize {
-			return nil, fmt.Errorf("%w: %d trailing bytes, shorter than a batch header", log.ErrCorruptBatch, len(rest))
-		}
-		if m := int8(rest[16]); m != 2 {
-			return nil, fmt.Errorf("%w: magic %d, only record batch v2 is supported", log.ErrCorruptBatch, m)
-		}
-		n := int64(int32(binary.BigEndian.Uint32(rest[8:]))) + log.LogOverhead
-		if n < log.BatchHeaderSize || n > int64(len(rest)) {
-			return nil, fmt.Errorf("%w: batch length %d with %d bytes left", log.ErrCorruptBatch, n, len(rest))
-		}
-		b := rest[:n]
-		if _, err := log.ValidateBatch(b, 0); err != nil {
-			return nil, err
-		}
-		attrs := log.Batch(b).Attributes()
+	for _, b := range batches {
+		attrs := b.Attributes()
 		if attrs&log.AttrControl != 0 {
 			return nil, fmt.Errorf("%w: a client may not produce control batches", kerr.InvalidRecord)
 		}
 		if attrs&log.AttrTransactional != 0 {
 			return nil, fmt.Errorf("%w: transactions are not supported", kerr.InvalidTxnState)
 		}
-		out = append(out, b)
-		at += int(n)
 	}
-	return out, nil
+	return batches, nil
 }
