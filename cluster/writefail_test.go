@@ -5,64 +5,15 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/raftlog/raftlog/cluster/clustertest"
 	"github.com/raftlog/raftlog/cluster/node"
 	"github.com/raftlog/raftlog/log/vfs"
+	"github.com/raftlog/raftlog/log/vfs/errorfs"
 	"github.com/raftlog/raftlog/replication"
 )
-
-// fullFS is the operating system's file system with a disk that fills up
-// while full is set: creating a file and writing past a file's end fail
-// with ENOSPC, and so do all writes into log segments (preallocated, but
-// sparse). Overwriting blocks a file has is what still works: a
-// replica's Raft state file is written so.
-type fullFS struct {
-	vfs.FS
-	full *atomic.Bool
-}
-
-type fullFile struct {
-	vfs.File
-	name string
-	full *atomic.Bool
-}
-
-func (f fullFS) wrap(name string, fl vfs.File, err error) (vfs.File, error) {
-	if err != nil {
-		return nil, err
-	}
-	return fullFile{File: fl, name: name, full: f.full}, nil
-}
-
-func (f fullFS) Create(name string) (vfs.File, error) {
-	if f.full.Load() {
-		return nil, syscall.ENOSPC
-	}
-	fl, err := f.FS.Create(name)
-	return f.wrap(name, fl, err)
-}
-
-func (f fullFS) OpenRW(name string) (vfs.File, error) {
-	fl, err := f.FS.OpenRW(name)
-	return f.wrap(name, fl, err)
-}
-
-func (f fullFile) WriteAt(p []byte, off int64) (int, error) {
-	if f.full.Load() {
-		if strings.HasSuffix(f.name, ".log") {
-			return 0, syscall.ENOSPC
-		}
-		if n, err := f.Size(); err != nil || off+int64(len(p)) > n {
-			return 0, syscall.ENOSPC
-		}
-	}
-	return f.File.WriteAt(p, off)
-}
 
 // TestReplicaReopensAfterWriteError: node 3's disk fills up. Its replica
 // of the partition stops at the first failed write (the log's error is
@@ -75,11 +26,13 @@ func (f fullFile) WriteAt(p []byte, off int64) (int, error) {
 // and is released by the vote guard, without a restart: every replica then
 // holds the same records.
 func TestReplicaReopensAfterWriteError(t *testing.T) {
-	var full atomic.Bool
+	// A full disk on which segments (preallocated, but sparse) take no
+	// write; overwriting blocks a file has (a replica's Raft state) works.
+	full := &errorfs.DiskFull{Sparse: func(path string) bool { return strings.HasSuffix(path, ".log") }}
 	c := clustertest.StartWith(t, 3, func(_ int, nc *node.Config) {
 		cfg := &nc.Cluster
 		if cfg.NodeID == 3 {
-			cfg.FS = fullFS{FS: vfs.OS, full: &full}
+			cfg.FS = errorfs.Wrap(vfs.OS, full)
 		}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -96,7 +49,7 @@ func TestReplicaReopensAfterWriteError(t *testing.T) {
 		add(fmt.Sprintf("before-%d", i))
 	}
 	n3 := c.Nodes[2]
-	full.Store(true)
+	full.Set(true)
 	for i := 0; i < 5; i++ {
 		add(fmt.Sprintf("full-%d", i))
 	}
@@ -128,7 +81,7 @@ func TestReplicaReopensAfterWriteError(t *testing.T) {
 		}
 		return !open && strings.Contains(why, "is not open") || open && r != first && r.WriteError() != nil
 	})
-	full.Store(false)
+	full.Set(false)
 	add("after")
 	clustertest.WaitFor(t, "node 3's replica to be reopened and caught up", 60*time.Second, func() bool {
 		r, ok := n3.Replica("full", 0)

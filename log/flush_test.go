@@ -2,46 +2,19 @@ package log
 
 import (
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/raftlog/raftlog/log/vfs"
+	"github.com/raftlog/raftlog/log/vfs/errorfs"
 )
 
-// gatedFS is vfs.OS whose first fsync of a .log file once armed waits
-// until release is closed, saying on entered when it starts, and then returns fail
-// instead of syncing. (MemFS's hooks run under its global operation lock,
-// which would stop the appends this file tests.)
-type gatedFS struct {
-	logFilesFS
-	armed, once      atomic.Bool
-	syncs            atomic.Int64 // fsyncs of .log files
-	entered, release chan struct{}
-	fail             error
-}
-
-func newGatedFS(fail error) *gatedFS {
-	g := &gatedFS{entered: make(chan struct{}), release: make(chan struct{}), fail: fail}
-	g.logFilesFS = logFilesFS{FS: vfs.OS, wrap: func(f vfs.File) vfs.File { return &gatedFile{File: f, fs: g} }}
-	return g
-}
-
-type gatedFile struct {
-	vfs.File
-	fs *gatedFS
-}
-
-func (f *gatedFile) Sync() error {
-	f.fs.syncs.Add(1)
-	if f.fs.armed.Load() && !f.fs.once.Swap(true) {
-		close(f.fs.entered)
-		<-f.fs.release
-		if f.fs.fail != nil {
-			return f.fs.fail
-		}
-	}
-	return f.File.Sync()
+// syncGate holds the first fsync of a .log file once armed, then fails
+// it with fail; syncs counts the fsyncs of .log files.
+func syncGate(fail error) (vfs.FS, *errorfs.Gate, *errorfs.Counter) {
+	gate := &errorfs.Gate{Match: errorfs.On(".log", errorfs.OpSync), Err: fail}
+	syncs := &errorfs.Counter{Match: errorfs.On(".log", errorfs.OpSync)}
+	return errorfs.Wrap(vfs.OS, errorfs.Chain(syncs, gate)), gate, syncs
 }
 
 // waitErr waits for a result on ch, failing the test after a deadline.
@@ -73,11 +46,11 @@ func mustAppendMeanwhile(t *testing.T, l *Log, batch []byte, what string) {
 
 // blockedFlush opens a log on a gatedFS failing with fail, appends
 // batches of the given record counts, and starts a Flush, returning once
-// the flush waits in its fsync. Closing fs.release lets it go on; its
-// result comes on flushed.
-func blockedFlush(t *testing.T, fail error, counts ...int) (l *Log, fs *gatedFS, flushed chan error) {
+// the flush waits in its fsync. gate.Release lets it go on; its result
+// comes on flushed.
+func blockedFlush(t *testing.T, fail error, counts ...int) (l *Log, gate *errorfs.Gate, flushed chan error) {
 	t.Helper()
-	fs = newGatedFS(fail)
+	fs, gate, _ := syncGate(fail)
 	dir := t.TempDir()
 	l, err := Open(dir, WithFS(fs), WithIndexDir(dir))
 	if err != nil {
@@ -89,28 +62,22 @@ func blockedFlush(t *testing.T, fail error, counts ...int) (l *Log, fs *gatedFS,
 			t.Fatal(err)
 		}
 	}
-	fs.armed.Store(true)
+	gate.Arm()
 	// A test that fails while the fsync is held must not hang its Close.
-	t.Cleanup(func() {
-		select {
-		case <-fs.release:
-		default:
-			close(fs.release)
-		}
-	})
+	t.Cleanup(gate.Release)
 	flushed = make(chan error, 1)
 	go func() { flushed <- l.Flush() }()
-	<-fs.entered
-	return l, fs, flushed
+	<-gate.Entered()
+	return l, gate, flushed
 }
 
 // TestFlushDoesNotStopAppends: while a flush waits for its fsync, appends
 // go on; the flush covers what was there when it began, so the recovery
 // point stops there and the later appends stay dirty.
 func TestFlushDoesNotStopAppends(t *testing.T) {
-	l, fs, flushed := blockedFlush(t, nil, 3)
+	l, gate, flushed := blockedFlush(t, nil, 3)
 	mustAppendMeanwhile(t, l, mkBatch(2, 50, 2), "an append during a flush's fsync")
-	close(fs.release)
+	gate.Release()
 	if err := waitErr(t, flushed, "Flush"); err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +102,7 @@ func TestFlushDoesNotStopAppends(t *testing.T) {
 // for its fsync, and appends after it, must not leave the recovery point
 // past the cut: the offsets there hold new, unsynced data.
 func TestFlushDuringTruncation(t *testing.T) {
-	l, fs, flushed := blockedFlush(t, nil, 2, 2, 2, 2)
+	l, gate, flushed := blockedFlush(t, nil, 2, 2, 2, 2)
 	truncated := make(chan error, 1)
 	go func() {
 		if _, err := l.TruncateTo(4); err != nil {
@@ -147,7 +114,7 @@ func TestFlushDuringTruncation(t *testing.T) {
 		truncated <- err
 	}()
 	// The truncation waits for the flush's hold on the segment.
-	close(fs.release)
+	gate.Release()
 	if err := waitErr(t, flushed, "Flush"); err != nil {
 		t.Fatal(err)
 	}
@@ -166,8 +133,8 @@ func TestFlushDuringTruncation(t *testing.T) {
 // write lock still stops the log, and the error sticks.
 func TestFlushFailureStopsTheLog(t *testing.T) {
 	errIO := errors.New("input/output error")
-	l, fs, flushed := blockedFlush(t, errIO, 3)
-	close(fs.release)
+	l, gate, flushed := blockedFlush(t, errIO, 3)
+	gate.Release()
 	if err := waitErr(t, flushed, "Flush"); !errors.Is(err, errIO) || !errors.Is(err, ErrWrite) {
 		t.Fatalf("Flush over a failing fsync: %v", err)
 	}
@@ -179,7 +146,7 @@ func TestFlushFailureStopsTheLog(t *testing.T) {
 // TestFlushToSkipsWhatIsDurable: FlushTo below the recovery point fsyncs
 // nothing; past it, it flushes.
 func TestFlushToSkipsWhatIsDurable(t *testing.T) {
-	fs := newGatedFS(nil)
+	fs, _, syncs := syncGate(nil)
 	dir := t.TempDir()
 	l, err := Open(dir, WithFS(fs), WithIndexDir(dir))
 	if err != nil {
@@ -195,12 +162,12 @@ func TestFlushToSkipsWhatIsDurable(t *testing.T) {
 	if _, err := l.Append(mkBatch(2, 50, 2), 1); err != nil {
 		t.Fatal(err)
 	}
-	before := fs.syncs.Load()
-	if err := l.FlushTo(3); err != nil || fs.syncs.Load() != before {
-		t.Fatalf("FlushTo(3) with the recovery point at 3: %v, %d fsyncs", err, fs.syncs.Load()-before)
+	before := syncs.Count()
+	if err := l.FlushTo(3); err != nil || syncs.Count() != before {
+		t.Fatalf("FlushTo(3) with the recovery point at 3: %v, %d fsyncs", err, syncs.Count()-before)
 	}
-	if err := l.FlushTo(5); err != nil || fs.syncs.Load() == before {
-		t.Fatalf("FlushTo(5) with the recovery point at 3: %v, %d fsyncs", err, fs.syncs.Load()-before)
+	if err := l.FlushTo(5); err != nil || syncs.Count() == before {
+		t.Fatalf("FlushTo(5) with the recovery point at 3: %v, %d fsyncs", err, syncs.Count()-before)
 	}
 	l.wmu.Lock()
 	rp := l.recoveryPoint

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"testing"
 
 	"github.com/raftlog/raftlog/log/vfs"
@@ -82,28 +81,4 @@ func mustVerify(t testing.TB, l *Log) {
 	if err := l.Verify(); err != nil {
 		t.Fatalf("verify: %v", err)
 	}
-}
-
-// logFilesFS is vfs.OS whose .log files are wrapped by wrap, for tests
-// that watch or hold what the log does to them.
-type logFilesFS struct {
-	vfs.FS
-	wrap func(vfs.File) vfs.File
-}
-
-func (w logFilesFS) Create(name string) (vfs.File, error) {
-	f, err := w.FS.Create(name)
-	return w.wrapLog(f, name, err)
-}
-
-func (w logFilesFS) OpenRW(name string) (vfs.File, error) {
-	f, err := w.FS.OpenRW(name)
-	return w.wrapLog(f, name, err)
-}
-
-func (w logFilesFS) wrapLog(f vfs.File, name string, err error) (vfs.File, error) {
-	if err != nil || !strings.HasSuffix(name, ".log") {
-		return f, err
-	}
-	return w.wrap(f), nil
 }

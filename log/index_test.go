@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 
 	"github.com/raftlog/raftlog/log/vfs"
@@ -53,43 +52,6 @@ func TestRegressionRebuildIndexFullBricksOpen(t *testing.T) {
 		t.Fatalf("reopen after crash with smaller index.interval.bytes: %v", err)
 	}
 	l2.Close()
-}
-
-// gateFS blocks the first ReadAt of exactly gateLen bytes until released.
-type gateFS struct {
-	*vfs.MemFS
-	gateLen int
-	armed   atomic.Bool
-	reached chan struct{}
-	release chan struct{}
-}
-
-type gateFile struct {
-	vfs.File
-	g *gateFS
-}
-
-func (f gateFile) ReadAt(p []byte, off int64) (int, error) {
-	if len(p) == f.g.gateLen && f.g.armed.CompareAndSwap(true, false) {
-		close(f.g.reached)
-		<-f.g.release
-	}
-	return f.File.ReadAt(p, off)
-}
-
-func (g *gateFS) Create(n string) (vfs.File, error) {
-	f, err := g.MemFS.Create(n)
-	if err != nil {
-		return nil, err
-	}
-	return gateFile{f, g}, nil
-}
-func (g *gateFS) OpenRW(n string) (vfs.File, error) {
-	f, err := g.MemFS.OpenRW(n)
-	if err != nil {
-		return nil, err
-	}
-	return gateFile{f, g}, nil
 }
 
 // buildD returns a batch (offsets assigned later) whose bytes at relative

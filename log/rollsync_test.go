@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/raftlog/raftlog/log/vfs"
+	"github.com/raftlog/raftlog/log/vfs/errorfs"
 )
 
 // TestRollSyncsInBackground: the append that rolls a segment fsyncs
@@ -256,7 +257,8 @@ func TestCloseDuringAFailingBackgroundSync(t *testing.T) {
 // the file ends holding the truncation's checkpoint.
 func TestRollCheckpointOutsideWriteLock(t *testing.T) {
 	mem := vfs.NewMem()
-	fs := &holdSyncFS{FS: mem, suffix: checkpointName + ".tmp"}
+	hold := &errorfs.Gate{Match: errorfs.On(checkpointName+".tmp", errorfs.OpSync)}
+	fs := errorfs.Wrap(mem, hold)
 	var queued []func()
 	l, err := Open("/d", WithFS(fs), WithIndexDir(t.TempDir()), WithConfig(Config{SegmentBytes: 1000}),
 		func(o *options) { o.background = func(fn func()) { queued = append(queued, fn) } })
@@ -270,12 +272,12 @@ func TestRollCheckpointOutsideWriteLock(t *testing.T) {
 		}
 	}
 	newBase := l.Segments()[1].BaseOffset
-	entered, release := make(chan struct{}), make(chan struct{})
-	fs.arm(entered, release)
+	hold.Arm()
+	defer hold.Release()
 	task := make(chan error, 1)
 	go func() { queued[0](); task <- nil }()
 	select {
-	case <-entered:
+	case <-hold.Entered():
 	case <-time.After(30 * time.Second):
 		t.Fatal("the background task wrote no checkpoint")
 	}
@@ -305,7 +307,7 @@ func TestRollCheckpointOutsideWriteLock(t *testing.T) {
 		}
 		runtime.Gosched()
 	}
-	close(release)
+	hold.Release()
 	if err := waitErr(t, task, "the background task"); err != nil {
 		t.Fatal(err)
 	}
@@ -325,47 +327,4 @@ func TestRollCheckpointOutsideWriteLock(t *testing.T) {
 	if rp >= newBase || ck.recoveryPoint != rp {
 		t.Fatalf("after the truncation to %d: recovery point %d, checkpoint %d; want both below %d and equal", cut, rp, ck.recoveryPoint, newBase)
 	}
-}
-
-// holdSyncFS holds the first fsync of a file whose name ends in suffix,
-// once armed: it closes entered and waits for release. Unlike a MemFS
-// hook, which runs under the MemFS's own lock, it stops nothing else.
-type holdSyncFS struct {
-	vfs.FS
-	suffix           string
-	mu               sync.Mutex
-	armed            bool
-	entered, release chan struct{}
-}
-
-func (h *holdSyncFS) arm(entered, release chan struct{}) {
-	h.mu.Lock()
-	h.armed, h.entered, h.release = true, entered, release
-	h.mu.Unlock()
-}
-
-func (h *holdSyncFS) Create(name string) (vfs.File, error) {
-	f, err := h.FS.Create(name)
-	if err != nil || !strings.HasSuffix(name, h.suffix) {
-		return f, err
-	}
-	return heldFile{File: f, fs: h}, nil
-}
-
-type heldFile struct {
-	vfs.File
-	fs *holdSyncFS
-}
-
-func (f heldFile) Sync() error {
-	h := f.fs
-	h.mu.Lock()
-	armed := h.armed
-	h.armed = false
-	h.mu.Unlock()
-	if armed {
-		close(h.entered)
-		<-h.release
-	}
-	return f.File.Sync()
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/raftlog/raftlog/log/vfs"
+	"github.com/raftlog/raftlog/log/vfs/errorfs"
 )
 
 func TestRegressionTruncateBelowStart(t *testing.T) {
@@ -69,8 +70,10 @@ func TestRegressionResetRacePanics(t *testing.T) {
 func TestRegressionReadRacesTruncate(t *testing.T) {
 	for _, mode := range []string{"Read", "ReadBatch"} {
 		t.Run(mode, func(t *testing.T) {
-			g := &gateFS{MemFS: vfs.NewMem(), reached: make(chan struct{}), release: make(chan struct{})}
-			l := openTest(t, "/p/t-0", Config{}, WithFS(g), WithIndexDir(t.TempDir()))
+			// gateLen is the size of the read the gate holds.
+			var gateLen int64
+			g := &errorfs.Gate{Match: func(op errorfs.Op) bool { return op.Kind == errorfs.OpRead && op.Len == gateLen }}
+			l := openTest(t, "/p/t-0", Config{}, WithFS(errorfs.Wrap(vfs.NewMem(), g)), WithIndexDir(t.TempDir()))
 			defer l.Close()
 			a, b, c := mkBatch(10, 50, 1), mkBatch(10, 50, 2), mkBatch(10, 50, 3)
 			mustAppend(t, l, a)
@@ -84,14 +87,15 @@ func TestRegressionReadRacesTruncate(t *testing.T) {
 					evil[i] = Record{Value: bytes.Repeat([]byte("EVIL"), 12), Timestamp: 9}
 				}
 				payload = BuildBatch(nil, BatchOptions{BaseOffset: 20, ProducerID: -1, BaseSequence: -1}, evil)
-				g.gateLen = LogOverhead
+				gateLen = LogOverhead
 			} else {
 				payload = make([]byte, 12)
 				binary.BigEndian.PutUint64(payload, 20)
 				binary.BigEndian.PutUint32(payload[8:], 0x80000000)
-				g.gateLen = BatchHeaderSize
+				gateLen = BatchHeaderSize
 			}
-			g.armed.Store(true)
+			g.Arm()
+			defer g.Release()
 			type res struct {
 				p   []byte
 				err error
@@ -112,7 +116,7 @@ func TestRegressionReadRacesTruncate(t *testing.T) {
 					out <- res{p: p, err: err}
 				}
 			}()
-			<-g.reached
+			<-g.Entered()
 			// The truncation waits for the reader that already located
 			// its batch; the append of other bytes comes after.
 			cut := make(chan error, 1)
@@ -123,7 +127,7 @@ func TestRegressionReadRacesTruncate(t *testing.T) {
 				}
 				cut <- err
 			}()
-			close(g.release)
+			g.Release()
 			r := <-out
 			if err := <-cut; err != nil {
 				t.Fatal(err)

@@ -5,54 +5,51 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/raftlog/raftlog/log/vfs"
+	"github.com/raftlog/raftlog/log/vfs/errorfs"
 )
 
-// wbFS is vfs.OS whose .log files record the write-behinds started on
-// them before starting them for real.
+// wbFS is vfs.OS whose write-behinds of .log files are recorded, each
+// held until hold is closed (when hold is set) and failed with fail
+// (when set).
 type wbFS struct {
-	logFilesFS
-	mu    sync.Mutex
-	calls map[string][][2]int64 // file → [off, n] in the order started
-	// hold, when set, makes each write-behind wait until it is closed.
-	hold chan struct{}
-	// fail, when set, is what each write-behind returns.
-	fail error
+	vfs.FS
+	rec *errorfs.Recorder
 }
 
-func newWBFS(hold chan struct{}) *wbFS {
-	w := &wbFS{calls: map[string][][2]int64{}, hold: hold}
-	w.logFilesFS = logFilesFS{FS: vfs.OS, wrap: func(f vfs.File) vfs.File { return &wbFile{File: f, fs: w} }}
+func newWBFS(hold chan struct{}, fail error) *wbFS {
+	writeback := errorfs.On(".log", errorfs.OpWriteback)
+	w := &wbFS{rec: &errorfs.Recorder{Match: writeback}}
+	w.FS = errorfs.Wrap(vfs.OS, errorfs.Chain(
+		errorfs.InjectorFunc(func(op errorfs.Op) error {
+			if hold != nil && writeback(op) {
+				<-hold
+			}
+			return nil
+		}),
+		w.rec,
+		errorfs.InjectorFunc(func(op errorfs.Op) error {
+			if writeback(op) {
+				return fail
+			}
+			return nil
+		})))
 	return w
 }
 
-type wbFile struct {
-	vfs.File
-	fs *wbFS
-}
-
-func (f *wbFile) StartWriteback(off, n int64) error {
-	if f.fs.hold != nil {
-		<-f.fs.hold
-	}
-	f.fs.mu.Lock()
-	name := filepath.Base(f.File.(interface{ Name() string }).Name())
-	f.fs.calls[name] = append(f.fs.calls[name], [2]int64{off, n})
-	f.fs.mu.Unlock()
-	if f.fs.fail != nil {
-		return f.fs.fail
-	}
-	return f.File.(vfs.Writebacker).StartWriteback(off, n)
-}
-
+// ranges are the write-behinds started on the named file, in order, as
+// [offset, length].
 func (w *wbFS) ranges(name string) [][2]int64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([][2]int64(nil), w.calls[name]...)
+	var rs [][2]int64
+	for _, op := range w.rec.Ops() {
+		if filepath.Base(op.Path) == name {
+			rs = append(rs, [2]int64{op.Off, op.Len})
+		}
+	}
+	return rs
 }
 
 // checkRanges checks that the write-behinds of one file are page-aligned,
@@ -75,7 +72,7 @@ func TestWriteBehindFollowsAppends(t *testing.T) {
 		t.Fatal("files of vfs.OS do not start writebacks")
 	}
 	dir := t.TempDir()
-	fs := newWBFS(nil)
+	fs := newWBFS(nil, nil)
 	cfg := Config{WriteBehindBytes: 64 << 10}
 	l := openTest(t, dir, cfg, WithFS(fs), WithIndexDir(dir))
 	for l.Size() < 1<<20 {
@@ -104,9 +101,7 @@ func TestWriteBehindFollowsAppends(t *testing.T) {
 			t.Fatal(err)
 		}
 		from := l.Size()
-		fs.mu.Lock()
-		fs.calls = map[string][][2]int64{}
-		fs.mu.Unlock()
+		fs.rec.Reset()
 		for l.Size() < from+256<<10 {
 			mustAppend(t, l, mkBatch(3, 3000, 1))
 		}
@@ -155,14 +150,15 @@ func osFileOf(t *testing.T) vfs.File {
 
 func TestWriteBehindOneAtATime(t *testing.T) {
 	dir := t.TempDir()
-	fs := newWBFS(make(chan struct{}))
+	hold := make(chan struct{})
+	fs := newWBFS(hold, nil)
 	cfg := Config{WriteBehindBytes: 16 << 10}
 	l := openTest(t, dir, cfg, WithFS(fs), WithIndexDir(dir))
 	// While the first write-behind is held, appends go on and start none.
 	for l.Size() < 512<<10 {
 		mustAppend(t, l, mkBatch(2, 3000, 1))
 	}
-	close(fs.hold)
+	close(hold)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -177,8 +173,7 @@ func TestWriteBehindOneAtATime(t *testing.T) {
 // system without sync_file_range) is the log's last.
 func TestWriteBehindFailureTurnsItOff(t *testing.T) {
 	dir := t.TempDir()
-	fs := newWBFS(nil)
-	fs.fail = errors.New("sync_file_range: operation not supported")
+	fs := newWBFS(nil, errors.New("sync_file_range: operation not supported"))
 	l := openTest(t, dir, Config{WriteBehindBytes: 16 << 10}, WithFS(fs), WithIndexDir(dir))
 	for l.Size() < 256<<10 {
 		mustAppend(t, l, mkBatch(2, 3000, 1))
@@ -194,7 +189,7 @@ func TestWriteBehindFailureTurnsItOff(t *testing.T) {
 
 func TestWriteBehindOff(t *testing.T) {
 	dir := t.TempDir()
-	fs := newWBFS(nil)
+	fs := newWBFS(nil, nil)
 	l := openTest(t, dir, Config{WriteBehindBytes: -1}, WithFS(fs), WithIndexDir(dir))
 	for l.Size() < 256<<10 {
 		mustAppend(t, l, mkBatch(3, 3000, 1))

@@ -76,8 +76,7 @@ func sameAppendRequest(a, b *raft.AppendEntriesRequest) error {
 // cannot reach the next), a larger one into its own buffer, and release
 // hands back exactly the chunks they were read into.
 func TestAppendWireArena(t *testing.T) {
-	poisonReleasedChunks.Store(true)
-	t.Cleanup(func() { poisonReleasedChunks.Store(false) })
+	needPoison(t)
 	sizes := []int{100, 300 << 10, 800 << 10, 200, arenaChunkSize + 1}
 	req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ID: []byte("a"), Addr: []byte("a")}, Term: 2}
 	for i, n := range sizes {

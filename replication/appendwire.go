@@ -10,7 +10,6 @@ import (
 	"math"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -314,7 +313,7 @@ func (a *entryArena) take(n int) []byte {
 // read since the last release any more.
 func (a *entryArena) release() {
 	for i, c := range a.chunks {
-		if poisonReleasedChunks.Load() {
+		if poisonReleasedChunks {
 			for j := range c {
 				c[j] = 0xdb
 			}
@@ -324,11 +323,6 @@ func (a *entryArena) release() {
 	}
 	a.chunks, a.off = a.chunks[:0], 0
 }
-
-// poisonReleasedChunks overwrites each chunk as it is released, so that a
-// test reading an entry after its request was answered sees garbage
-// (and a checksum that fails) instead of the bytes that happen to remain.
-var poisonReleasedChunks atomic.Bool
 
 func (wr *wireReader) full(n int) ([]byte, error) {
 	if _, err := io.ReadFull(wr.r, wr.fix[:n]); err != nil {

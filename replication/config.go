@@ -49,9 +49,9 @@ type Config struct {
 	// least recently written first.
 	ProducerIDExpiration time.Duration
 	MaxProducerIDs       int
-	// DisableVoteGuard turns the guard off. Only tests that show what the
+	// disableVoteGuard turns the guard off: only tests that show what the
 	// guard prevents set it.
-	DisableVoteGuard bool
+	disableVoteGuard bool
 	// Gate opens the replica gated by the vote guard for this reason
 	// whatever its recovery found (when it holds any state): a replica
 	// reopened after its log failed a write, which may have been an fsync

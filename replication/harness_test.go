@@ -5,14 +5,13 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/raftlog/raftlog/log"
+	"github.com/raftlog/raftlog/log/testkit"
 	"github.com/raftlog/raftlog/log/vfs"
 	"github.com/raftlog/raftlog/replication/faultnet"
 )
@@ -46,21 +45,6 @@ type tgroup struct {
 	logger  hclog.Logger
 }
 
-type testWriter struct {
-	t  testing.TB
-	mu sync.Mutex
-	on bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.on {
-		w.t.Log(string(bytes.TrimRight(p, "\n")))
-	}
-	return len(p), nil
-}
-
 func testTimings() RaftConfig {
 	return RaftConfig{
 		HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
@@ -74,14 +58,9 @@ func testTimings() RaftConfig {
 
 func newTestGroup(t testing.TB, n int, opts ...func(*tgroup)) *tgroup {
 	t.Helper()
-	level := hclog.Warn
-	if os.Getenv("RAFTLOG_TEST_DEBUG") != "" {
-		level = hclog.Debug
-	}
-	w := &testWriter{t: t, on: true}
 	g := &tgroup{t: t, net: faultnet.New(), raftCfg: testTimings(),
 		logCfg: log.Config{SegmentBytes: 64 << 10, SegmentIndexBytes: 64 << 10}}
-	g.logger = hclog.New(&hclog.LoggerOptions{Level: level, Output: w, Name: t.Name()})
+	g.logger = testkit.Logger(t, hclog.Warn)
 	t.Cleanup(func() {
 		for _, nd := range g.nodes {
 			if nd.up {
@@ -90,9 +69,6 @@ func newTestGroup(t testing.TB, n int, opts ...func(*tgroup)) *tgroup {
 				nd.up = false
 			}
 		}
-		w.mu.Lock()
-		w.on = false
-		w.mu.Unlock()
 	})
 	for _, o := range opts {
 		o(g)
@@ -122,7 +98,7 @@ func (g *tgroup) startOn(nd *tnode, ln net.Listener) {
 	rep, err := Open(Config{
 		Group: testGroup, NodeID: nd.name, Dir: "/data/" + testGroup, FS: nd.fs, IndexDir: nd.idx,
 		Log: g.logCfg, Mux: nd.mux, Logger: g.logger.Named(nd.name), BootID: nd.boot, Raft: g.raftCfg,
-		DisableVoteGuard: g.noGuard, Gate: nd.gate,
+		disableVoteGuard: g.noGuard, Gate: nd.gate,
 	})
 	if err != nil {
 		nd.mux.Close()
@@ -183,17 +159,8 @@ func (g *tgroup) addrs() []string {
 	return out
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
-	}
-}
+// waitFor is testkit.WaitFor.
+var waitFor = testkit.WaitFor
 
 // leader waits until exactly one running node among among leads, and every
 // running node among them agrees it does not.

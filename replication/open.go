@@ -232,7 +232,7 @@ func (r *Replica) decideGate() (gate bool, why string, term uint64, err error) {
 	rec := r.log.Recovery()
 	stillGated, _ := r.stable.GetUint64([]byte(keyGated))
 	cfg := r.cfg
-	gate = !cfg.DisableVoteGuard && hasState && (stillGated == 1 || (!rec.Clean && string(prevBoot) != cfg.BootID) || cfg.Gate != "")
+	gate = !cfg.disableVoteGuard && hasState && (stillGated == 1 || (!rec.Clean && string(prevBoot) != cfg.BootID) || cfg.Gate != "")
 	if gate && stillGated != 1 {
 		if err := r.stable.SetUint64([]byte(keyGated), 1); err != nil {
 			return false, "", 0, err

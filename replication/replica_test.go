@@ -35,8 +35,7 @@ func TestReplicatedAppendThreeAndFive(t *testing.T) {
 // apply or send garbage: the logs must still converge byte for byte
 // through leader changes.
 func TestFollowerEntriesOutliveNoAppend(t *testing.T) {
-	poisonReleasedChunks.Store(true)
-	t.Cleanup(func() { poisonReleasedChunks.Store(false) })
+	needPoison(t)
 	g := newTestGroup(t, 3)
 	a := acked{}
 	ld := g.leader()

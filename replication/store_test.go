@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/raftlog/raftlog/log"
 	"github.com/raftlog/raftlog/log/vfs"
+	"github.com/raftlog/raftlog/log/vfs/errorfs"
 )
 
 func openTestStore(t *testing.T, fs *vfs.MemFS, idx string) (*log.Log, *logStore) {
@@ -212,31 +213,6 @@ func TestStableStore(t *testing.T) {
 	}
 }
 
-// noSpaceFS fails what needs new blocks: creating a file, writing past a
-// file's end.
-type noSpaceFS struct{ *vfs.MemFS }
-
-type noSpaceFile struct{ vfs.File }
-
-var errNoSpace = errors.New("no space left on device")
-
-func (f noSpaceFS) Create(string) (vfs.File, error) { return nil, errNoSpace }
-
-func (f noSpaceFS) OpenRW(name string) (vfs.File, error) {
-	fl, err := f.MemFS.OpenRW(name)
-	if err != nil {
-		return nil, err
-	}
-	return noSpaceFile{fl}, nil
-}
-
-func (f noSpaceFile) WriteAt(p []byte, off int64) (int, error) {
-	if n, _ := f.Size(); off+int64(len(p)) > n {
-		return 0, errNoSpace
-	}
-	return f.File.WriteAt(p, off)
-}
-
 // TestStableStoreOnFullDisk: a term or vote is saved on a disk with no
 // free block (hashicorp/raft panics when it cannot save its term), since a
 // change overwrites a slot of a file whose blocks exist.
@@ -247,7 +223,9 @@ func TestStableStoreOnFullDisk(t *testing.T) {
 	if _, err := openStableStore(mem, "/s"); err != nil {
 		t.Fatal(err)
 	}
-	full := noSpaceFS{mem}
+	disk := &errorfs.DiskFull{}
+	disk.Set(true)
+	full := errorfs.Wrap(mem, disk)
 	s, err := openStableStore(full, "/s")
 	if err != nil {
 		t.Fatal(err)
@@ -266,7 +244,7 @@ func TestStableStoreOnFullDisk(t *testing.T) {
 	}
 	// A new replica's file cannot be made on a full disk: the open fails.
 	full.MkdirAll("/t")
-	if _, err := openStableStore(full, "/t"); !errors.Is(err, errNoSpace) {
+	if _, err := openStableStore(full, "/t"); !errors.Is(err, errorfs.ErrNoSpace) {
 		t.Fatalf("new store on a full disk: %v", err)
 	}
 }

@@ -33,3 +33,12 @@ func shortCtx(t testing.TB) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// needPoison skips a test that relies on released arena chunks being
+// overwritten, which only race-detector builds do.
+func needPoison(t *testing.T) {
+	t.Helper()
+	if !poisonReleasedChunks {
+		t.Skip("released chunks are overwritten only in -race builds (go test -race)")
+	}
+}

@@ -8,25 +8,15 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/raftlog/raftlog/log"
+	"github.com/raftlog/raftlog/log/testkit"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
-
-// testLogger discards unless RPC_TEST_LOG is set to a level (trace,
-// debug...): then it logs to stderr.
-func testLogger() hclog.Logger {
-	level := os.Getenv("RPC_TEST_LOG")
-	if level == "" {
-		return hclog.NewNullLogger()
-	}
-	return hclog.New(&hclog.LoggerOptions{Name: "kafka", Level: hclog.LevelFromString(level), Output: os.Stderr})
-}
 
 // startServer serves b on 127.0.0.1:0 and returns the address; the server
 // is closed at cleanup.
@@ -39,7 +29,7 @@ func startServer(t testing.TB, b Broker, opts ...Option) (*Server, string) {
 	if pb, ok := b.(interface{ setPort(int32) }); ok {
 		pb.setPort(int32(ln.Addr().(*net.TCPAddr).Port))
 	}
-	s := NewServer(b, append([]Option{WithLogger(testLogger())}, opts...)...)
+	s := NewServer(b, append([]Option{WithLogger(testkit.Logger(t, hclog.Off))}, opts...)...)
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ln) }()
 	t.Cleanup(func() {
@@ -217,16 +207,8 @@ func produceRaw(t testing.TB, r *rawConn, topic string, partition int32, batch [
 	return sp.BaseOffset
 }
 
-// waitFor polls cond until it holds or a generous deadline passes.
+// waitFor waits for cond with a generous deadline.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
+	testkit.WaitFor(t, what, 30*time.Second, cond)
 }

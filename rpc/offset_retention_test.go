@@ -6,6 +6,9 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/raftlog/raftlog/log/testkit"
 )
 
 // TestOffsetRetention: a committed offset is deleted once its group has
@@ -16,7 +19,7 @@ import (
 func TestOffsetRetention(t *testing.T) {
 	const day = 24 * time.Hour
 	b := newMemBroker(t)
-	s := NewServer(b, WithLogger(testLogger()), WithGroupConfig(GroupConfig{OffsetsRetention: day, MinSessionTimeout: 10 * time.Millisecond}))
+	s := NewServer(b, WithLogger(testkit.Logger(t, hclog.Off)), WithGroupConfig(GroupConfig{OffsetsRetention: day, MinSessionTimeout: 10 * time.Millisecond}))
 	clk := &fakeClock{}
 	s.groups.clock, b.clock = clk, clk
 	n := 0
@@ -143,7 +146,7 @@ func TestOffsetRetention(t *testing.T) {
 // TestOffsetRetentionNever: a negative retention keeps every offset.
 func TestOffsetRetentionNever(t *testing.T) {
 	b := newMemBroker(t)
-	s := NewServer(b, WithLogger(testLogger()), WithGroupConfig(GroupConfig{OffsetsRetention: -1}))
+	s := NewServer(b, WithLogger(testkit.Logger(t, hclog.Off)), WithGroupConfig(GroupConfig{OffsetsRetention: -1}))
 	clk := &fakeClock{}
 	s.groups.clock, b.clock = clk, clk
 	ctx := context.Background()

@@ -5,12 +5,10 @@
 package clustertest
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -20,6 +18,7 @@ import (
 	"github.com/raftlog/raftlog/cluster"
 	"github.com/raftlog/raftlog/cluster/node"
 	"github.com/raftlog/raftlog/cluster/node/freeport"
+	"github.com/raftlog/raftlog/log/testkit"
 	"github.com/raftlog/raftlog/replication"
 	"github.com/raftlog/raftlog/replication/faultnet"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -39,21 +38,6 @@ type Cluster struct {
 	Bootstrap []string
 	mu        sync.Mutex
 	down      map[int]bool
-}
-
-type writer struct {
-	t  testing.TB
-	mu sync.Mutex
-	on bool
-}
-
-func (w *writer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.on {
-		w.t.Log(string(bytes.TrimRight(p, "\n")))
-	}
-	return len(p), nil
 }
 
 // FreePort returns a loopback address with a port free right now (see
@@ -80,12 +64,7 @@ func Start(t testing.TB, n int) *Cluster {
 // partitions by default, logs at warn (RAFTLOG_TEST_DEBUG=1: debug).
 func StartWith(t testing.TB, n int, configure func(i int, cfg *node.Config)) *Cluster {
 	t.Helper()
-	level := hclog.Warn
-	if os.Getenv("RAFTLOG_TEST_DEBUG") != "" {
-		level = hclog.Debug
-	}
-	w := &writer{t: t, on: true}
-	logger := hclog.New(&hclog.LoggerOptions{Level: level, Output: w, Name: t.Name()})
+	logger := testkit.Logger(t, hclog.Warn)
 	c := &Cluster{T: t, down: map[int]bool{}, Net: faultnet.New()}
 	var seeds []string
 	for i := 0; i < n; i++ {
@@ -124,9 +103,6 @@ func StartWith(t testing.TB, n int, configure func(i int, cfg *node.Config)) *Cl
 				nd.Close()
 			}
 		}
-		w.mu.Lock()
-		w.on = false
-		w.mu.Unlock()
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -264,30 +240,16 @@ func ConsumeAll(t *testing.T, cl *kgo.Client, want int, timeout time.Duration) m
 	return out
 }
 
-// WaitFor polls cond until it holds or the deadline passes.
+// WaitFor checks cond until it holds, and fails the test saying what it
+// waited for once timeout has passed.
 func WaitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
-	Eventually(t, timeout, func() error {
-		if cond() {
-			return nil
-		}
-		return fmt.Errorf("timed out after %v waiting for %s", timeout, what)
-	})
+	testkit.WaitFor(t, what, timeout, cond)
 }
 
-// Eventually polls check until it returns nil, and fails the test with
-// its last error when the deadline passes first.
+// Eventually checks check until it returns nil, and fails the test with
+// its last error once timeout has passed.
 func Eventually(t testing.TB, timeout time.Duration, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
-	}
+	testkit.Eventually(t, timeout, check)
 }

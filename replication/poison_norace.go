@@ -1,0 +1,6 @@
+//go:build !race
+
+package replication
+
+// poisonReleasedChunks: see poison_race.go.
+const poisonReleasedChunks = false
