@@ -12,7 +12,7 @@ import (
 )
 
 // batchAt is the batch of one command at offset.
-func batchAt(t *testing.T, c command, offset int64) []byte {
+func batchAt(t testing.TB, c command, offset int64) []byte {
 	t.Helper()
 	v, err := json.Marshal(c)
 	if err != nil {
@@ -21,12 +21,12 @@ func batchAt(t *testing.T, c command, offset int64) []byte {
 	return log.BuildBatch(nil, log.BatchOptions{BaseOffset: offset, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []log.Record{{Value: v, Timestamp: 1}})
 }
 
-func applyAt(t *testing.T, m *Meta, c command, offset int64) error {
+func applyAt(t testing.TB, m *Meta, c command, offset int64) error {
 	t.Helper()
 	return m.apply(batchAt(t, c, offset))
 }
 
-func sampleMeta(t *testing.T) *Meta {
+func sampleMeta(t testing.TB) *Meta {
 	t.Helper()
 	m := newMeta()
 	cmds := []command{

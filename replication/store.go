@@ -117,10 +117,20 @@ func readAnchor(fsys vfs.FS, dir string) (anchor, bool, error) {
 	if err != nil {
 		return anchor{}, false, err
 	}
-	if len(b) != 24 || [4]byte(b[:4]) != anchorMagic || crc32.Checksum(b[:20], crcTable) != binary.BigEndian.Uint32(b[20:]) {
+	a, ok := decodeAnchor(b)
+	if !ok {
 		return anchor{}, false, fmt.Errorf("replication: anchor in %s is corrupt", dir)
 	}
-	return anchor{index: binary.BigEndian.Uint64(b[4:]), offset: int64(binary.BigEndian.Uint64(b[12:]))}, true, nil
+	return a, true, nil
+}
+
+// decodeAnchor decodes the anchor file's bytes, false when they are not
+// one (a wrong size, magic or CRC).
+func decodeAnchor(b []byte) (anchor, bool) {
+	if len(b) != 24 || [4]byte(b[:4]) != anchorMagic || crc32.Checksum(b[:20], crcTable) != binary.BigEndian.Uint32(b[20:]) {
+		return anchor{}, false
+	}
+	return anchor{index: binary.BigEndian.Uint64(b[4:]), offset: int64(binary.BigEndian.Uint64(b[12:]))}, true
 }
 
 // openLogStore loads the dense index from the anchor to the log end.
