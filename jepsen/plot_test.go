@@ -4,6 +4,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -45,5 +46,36 @@ func TestPlot(t *testing.T) {
 	}
 	if green == 0 {
 		t.Fatal("no fault window shaded")
+	}
+}
+
+// A long run is drawn per interval: at most maxPoints of them, each with
+// the slowest, median and fastest second of its seconds and the
+// latencies of all its writes.
+func TestPlotSpans(t *testing.T) {
+	counts := make([]float64, 3600)
+	lat := make([][]float64, 3600)
+	for s := range counts {
+		counts[s] = float64(s % 10)
+		lat[s] = []float64{float64(s % 10)}
+	}
+	step := interval(len(counts))
+	sps := spans(counts, lat, step)
+	if step != 9 || len(sps) != 400 || len(sps) > maxPoints {
+		t.Fatalf("step %d, %d intervals", step, len(sps))
+	}
+	for i, sp := range sps {
+		if sp.lo > sp.med || sp.med > sp.hi || len(sp.latencies) != step || sp.mid != float64(i*step)+float64(step)/2 {
+			t.Fatalf("interval %d: %+v", i, sp)
+		}
+	}
+	if sp := sps[0]; sp.lo != 0 || sp.hi != 8 || sp.med != 4 {
+		t.Fatalf("first interval (rates 0..8): %+v", sp)
+	}
+	if got := interval(60); got != 1 {
+		t.Fatalf("a minute's run drawn per %d s", got)
+	}
+	if got := faultKinds([]fault{{Kind: "zzz"}, {Kind: "partition"}, {Kind: "kill"}, {Kind: "kill"}}); strings.Join(got, ",") != "kill,partition,zzz" {
+		t.Fatalf("lanes %v", got)
 	}
 }
