@@ -213,3 +213,30 @@ func timeoutErr(err error, timeout time.Duration) error {
 	}
 	return err
 }
+
+// kafkaErr is err with the broker's message (msg, or the one kadm
+// carries in err), each said once: a broker may start its message with
+// the text of the error code, which kadm puts in front again.
+func kafkaErr(err error, msg string) error {
+	if err == nil {
+		return nil
+	}
+	var em *kadm.ErrAndMessage
+	if msg == "" && errors.As(err, &em) {
+		err, msg = em.Err, em.ErrMessage
+	}
+	text := err.Error()
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		text = ke.Message + ": " + ke.Description
+		for _, prefix := range []string{text, ke.Message, ke.Description} {
+			for strings.HasPrefix(msg, prefix) {
+				msg = strings.TrimLeft(strings.TrimPrefix(msg, prefix), ": ")
+			}
+		}
+	}
+	if msg == "" || strings.Contains(text, msg) {
+		return fmt.Errorf("%w", err)
+	}
+	return fmt.Errorf("%s: %s", text, msg)
+}

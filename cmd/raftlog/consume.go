@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -99,17 +100,11 @@ strconv.Quote does.`)
 	if fromOffset >= 0 && len(parts) > 1 {
 		return c.fail(stderr, "--from %d: an offset is within one partition: give --partition (topic %s has %d)", fromOffset, *topic, len(parts))
 	}
-	starts, err := adm.ListStartOffsets(ctx, *topic)
-	if err == nil {
-		err = starts.Error()
-	}
+	starts, err := listOffsets(ctx, adm.ListStartOffsets, *topic)
 	if err != nil {
 		return fail(fmt.Errorf("start offsets of %s: %w", *topic, err))
 	}
-	ends, err := adm.ListEndOffsets(ctx, *topic)
-	if err == nil {
-		err = ends.Error()
-	}
+	ends, err := listOffsets(ctx, adm.ListEndOffsets, *topic)
 	if err != nil {
 		return fail(fmt.Errorf("end offsets of %s: %w", *topic, err))
 	}
@@ -193,6 +188,26 @@ strconv.Quote does.`)
 		}
 	}
 	return 0
+}
+
+// listOffsets asks list for the offsets of topic until every partition
+// answers (a new topic's partitions may not have leaders yet) or ctx ends.
+func listOffsets(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error), topic string) (kadm.ListedOffsets, error) {
+	for {
+		o, err := list(ctx, topic)
+		if err == nil {
+			err = o.Error()
+		}
+		var ke *kerr.Error
+		if err == nil || !errors.As(err, &ke) || !ke.Retriable {
+			return o, err
+		}
+		select {
+		case <-ctx.Done():
+			return o, err
+		case <-time.After(100 * time.Millisecond): // a leader is being elected
+		}
+	}
 }
 
 // printable is b as it is when it is printable UTF-8 text, else quoted

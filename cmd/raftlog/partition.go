@@ -122,13 +122,15 @@ is done.`)
 		resp, err := adm.AlterPartitionAssignments(ctx, req)
 		if err == nil {
 			if r, ok := resp[*topic][p]; ok && r.Err != nil {
-				err = fmt.Errorf("%w: %s", r.Err, r.ErrMessage)
+				err = kafkaErr(r.Err, r.ErrMessage)
 			} else if !ok {
 				err = errors.New("no answer for the partition")
 			}
+		} else {
+			err = kafkaErr(timeoutErr(err, *timeout), "")
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "reassign %s: %v\n", name, err)
+			fmt.Fprintf(stderr, "raftlog partition reassign %s: %v\n", name, err)
 			return 1
 		}
 		if *cancelMove {

@@ -81,10 +81,9 @@ func runTopicCreate(args []string, stdout, stderr io.Writer) int {
 	defer cl.Close()
 	resp, err := kadm.NewClient(cl).CreateTopic(ctx, int32(*partitions), int16(*rf), cfg, name)
 	if err == nil {
-		err = resp.Err
-		if err != nil && resp.ErrMessage != "" && !strings.Contains(err.Error(), resp.ErrMessage) {
-			err = fmt.Errorf("%w (%s)", err, resp.ErrMessage)
-		}
+		err = kafkaErr(resp.Err, resp.ErrMessage)
+	} else {
+		err = kafkaErr(err, "")
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "raftlog topic create %s: %v\n", name, timeoutErr(err, *cf.timeout))
