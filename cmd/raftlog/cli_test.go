@@ -319,7 +319,9 @@ func TestClientCommands(t *testing.T) {
 		{"produce", "--topic", "nosuch"},
 		{"topic", "describe", "nosuch"},
 		{"topic", "delete", "nosuch"},
+		{"partition", "reassign", "--topic", "nosuch", "--partition", "0"},
 		{"consume", "--topic", "orders", "--partition", "9", "--exit"},
+		{"partition", "reassign", "--topic", "orders", "--partition", "9"},
 	} {
 		start := time.Now()
 		code, _, errs := cli(args...)
@@ -474,10 +476,13 @@ func TestDev(t *testing.T) {
 		t.Fatalf("temporary directory left: %v\n%s", left, out)
 	}
 
+	// The nodes of a --dir know each other at its ports: both runs use
+	// the same.
 	dir := filepath.Join(t.TempDir(), "dev")
+	base := devPorts(t, 3)
 	last := map[string]int{} // partition → highest offset read by the first run
 	for run := 0; run < 2; run++ {
-		code, out, errs := runCLI("dev", "--exit", "--dir", dir, "--kafka-port", strconv.Itoa(devPorts(t, 3)))
+		code, out, errs := runCLI("dev", "--exit", "--dir", dir, "--kafka-port", strconv.Itoa(base))
 		if code != 0 || errs != "" || !strings.Contains(out, "kept in "+dir) {
 			t.Fatalf("run %d with --dir: exit %d\nstdout:\n%s\nstderr:\n%s", run, code, out, errs)
 		}
@@ -496,5 +501,9 @@ func TestDev(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "raftlog.log")); err != nil {
 		t.Fatalf("no log of the nodes in --dir: %v", err)
+	}
+	// Other ports for that directory are refused, before any node starts.
+	if code, _, errs := runCLI("dev", "--exit", "--dir", dir, "--kafka-port", strconv.Itoa(base+1)); code != 2 || !strings.Contains(errs, "--kafka-port "+strconv.Itoa(base)) {
+		t.Fatalf("dev --dir of other ports: exit %d\n%s", code, errs)
 	}
 }

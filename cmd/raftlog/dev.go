@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -65,6 +66,9 @@ the data directory; a temporary directory (no --dir) is removed at the end.`)
 	} else if err := os.MkdirAll(*dir, 0o755); err != nil {
 		fmt.Fprintf(stderr, "raftlog dev: %v\n", err)
 		return 1
+	}
+	if err := devLayout(*dir, *nodes, *kport); err != nil {
+		return c.fail(stderr, "%v", err)
 	}
 	logPath := filepath.Join(*dir, "raftlog.log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -173,6 +177,35 @@ Warnings and errors of the nodes show here from now on. Ctrl-C stops the cluster
 		return 1
 	}
 	return 0
+}
+
+// devLayout checks that dir, when an earlier run left it, was made with
+// the same nodes and ports (their addresses are in the nodes' metadata: on
+// others they would not find each other), and records them for the next.
+func devLayout(dir string, nodes, kport int) error {
+	path := filepath.Join(dir, "dev.json")
+	type layout struct {
+		Nodes     int `json:"nodes"`
+		KafkaPort int `json:"kafka_port"`
+	}
+	want := layout{Nodes: nodes, KafkaPort: kport}
+	if b, err := os.ReadFile(path); err == nil {
+		var had layout
+		if err := json.Unmarshal(b, &had); err != nil {
+			return fmt.Errorf("%s: %v", path, err)
+		}
+		if had != want {
+			return fmt.Errorf("--dir %s holds a cluster of --nodes %d --kafka-port %d: give the same (its nodes know each other at those ports), or another --dir", dir, had.Nodes, had.KafkaPort)
+		}
+		return nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node-1")); err == nil {
+		return nil // an earlier run's directory, before dev.json: as it was
+	}
+	b, _ := json.Marshal(want)
+	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
 // devLog is where the nodes of `raftlog dev` log: the file, every line;

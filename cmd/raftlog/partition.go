@@ -106,13 +106,22 @@ is done.`)
 	defer cancel()
 	cctx, ccancel := context.WithTimeout(ctx, min(*timeout, 10*time.Second))
 	cl, err := cf.connect(cctx)
+	var adm *kadm.Client
+	if err == nil {
+		defer cl.Close()
+		adm = kadm.NewClient(cl)
+		var t kadm.TopicDetail
+		if t, err = describeTopic(cctx, adm, *topic); err == nil {
+			if _, ok := t.Partitions[int32(*partition)]; !ok {
+				err = fmt.Errorf("topic %s has no partition %d (it has %d)", *topic, *partition, len(t.Partitions))
+			}
+		}
+	}
 	ccancel()
 	if err != nil {
-		fmt.Fprintf(stderr, "raftlog partition reassign: %v\n", err)
+		fmt.Fprintf(stderr, "raftlog partition reassign: %v\n", timeoutErr(err, min(*timeout, 10*time.Second)))
 		return 1
 	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
 	p := int32(*partition)
 	name := fmt.Sprintf("%s-%d", *topic, p)
 
