@@ -36,7 +36,7 @@ records to the topic demo and read them back, print what to try, and run until
 interrupted (--exit: stop after the demo). The nodes' log is raftlog.log in
 the data directory; a temporary directory (no --dir) is removed at the end.`)
 	nodes := c.Int("nodes", 3, "number of nodes, 1 to 9 (the first 3 are the controller's voters)")
-	dir := c.String("dir", "", "data directory, kept at the end (default: a new temporary directory, removed at the end)")
+	dir := c.String("dir", "", "data directory, kept at the end; a later run in it needs the same --nodes and --kafka-port (default: a new temporary directory, removed at the end)")
 	kport := c.Int("kafka-port", 9092, "Kafka port of the first node; node i listens on kafka-port+i (Raft +100, gossip +200, HTTP +300)")
 	exit := c.Bool("exit", false, "exit after the demo instead of running until interrupted")
 	level := c.String("log-level", "info", "level of the nodes' log (raftlog.log in the data directory): trace, debug, info, warn, error or off")
