@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -42,34 +41,39 @@ import (
 // figures. It prints Markdown tables and, with --out, draws a PNG chart.
 // docs/performance.md shows and explains the latest run.
 func runBenchCompare(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bench compare", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	duration := fs.Duration("duration", 3*time.Second, "length of each produce run")
-	rounds := fs.Int("rounds", 3, "rounds of every target and shape (the median ratio is reported)")
-	halfDuration := fs.Duration("half-duration", 10*time.Second, "length of the run at half load")
-	halfRuns := fs.Int("half-runs", 3, "runs of the last target at half load in each memory state (a new topic each); the p99 judged is their median, as the rounds' ratios are (of an even count, the higher of the middle two)")
-	warmup := fs.Duration("warmup", 5*time.Second, "unmeasured produce at half load at the start of each half-load run, on the same topic and client (leaders elected, connections open, pages and buffers in use)")
-	sizes := fs.String("sizes", "1024,100", "record value sizes in bytes, comma-separated")
-	parts := fs.String("partitions", "1,6", "partition counts, comma-separated")
-	rawMiB := fs.Int("raw-mib", 512, "MiB of the raw write of each round (the best counts)")
-	out := fs.String("out", "", "directory to write performance.png into (none: no chart)")
-	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the first round's 3-node 1024 B × 6 partitions produce to this file (with --rounds 0: of its last run at half load)")
-	dir := fs.String("dir", "", "directory for the clusters' files (default: a new temporary directory, removed at the end)")
-	halfRate := fs.Float64("half-rate", 0, "records/s of the runs at half load (0: half the median maximum of the rounds; with --rounds 0, only those runs)")
-	precondition := fs.Bool("precondition", true, "before a second run at half load, fill the page cache as a broker that has run for a while has it (bench.FillPageCache; Linux)")
-	level := fs.String("log-level", "off", "log level of the raftlog nodes (deleting a measured topic makes its replicas' peers log errors as they go)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	c := newCommand("bench compare", "", `Run raftlog (1 node, and 3 nodes with RF 3) beside a raw write and kfake on
+this machine, round after round, and print Markdown tables (docs/performance.md).`)
+	duration := c.Duration("duration", 3*time.Second, "length of each produce run")
+	rounds := c.Int("rounds", 3, "rounds of every target and shape (the median ratio is reported)")
+	halfDuration := c.Duration("half-duration", 10*time.Second, "length of the run at half load")
+	halfRuns := c.Int("half-runs", 3, "runs of the last target at half load in each memory state (a new topic each); the p99 judged is their median, as the rounds' ratios are (of an even count, the higher of the middle two)")
+	warmup := c.Duration("warmup", 5*time.Second, "unmeasured produce at half load at the start of each half-load run, on the same topic and client (leaders elected, connections open, pages and buffers in use)")
+	sizes := c.String("sizes", "1024,100", "record value sizes in bytes, comma-separated")
+	parts := c.String("partitions", "1,6", "partition counts, comma-separated")
+	rawMiB := c.Int("raw-mib", 512, "MiB of the raw write of each round (the best counts)")
+	out := c.String("out", "", "directory to write performance.png into (none: no chart)")
+	cpuprofile := c.String("cpuprofile", "", "write a CPU profile of the first round's 3-node 1024 B × 6 partitions produce to this file (with --rounds 0: of its last run at half load)")
+	dir := c.String("dir", "", "directory for the clusters' files (default: a new temporary directory, removed at the end)")
+	halfRate := c.Float64("half-rate", 0, "records/s of the runs at half load (0: half the median maximum of the rounds; with --rounds 0, only those runs)")
+	precondition := c.Bool("precondition", true, "before a second run at half load, fill the page cache as a broker that has run for a while has it (bench.FillPageCache; Linux)")
+	level := c.String("log-level", "off", "log level of the raftlog nodes (deleting a measured topic makes its replicas' peers log errors as they go)")
+	pos, code, ok := c.parse(args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if code, ok := c.noArgs(pos, stderr); !ok {
+		return code
 	}
 	shapes, err := compareShapes(*sizes, *parts)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 2
+		return c.fail(stderr, "%v", err)
 	}
 	if *duration <= 0 || *duration > time.Hour || *halfDuration <= 0 || *halfDuration > time.Hour || *warmup < 0 || *warmup > time.Hour ||
 		*rounds < 0 || *rounds > 20 || (*rounds == 0 && *halfRate <= 0) || *halfRate < 0 || *halfRuns < 1 || *halfRuns > 20 || *rawMiB < 1 || *rawMiB > 16<<10 {
-		fmt.Fprintln(stderr, "--duration and --half-duration must be in (0, 1h], --warmup in [0, 1h], --rounds in [1, 20] (0 with --half-rate), --half-rate ≥ 0, --half-runs in [1, 20], --raw-mib in [1, 16384]")
-		return 2
+		return c.fail(stderr, "--duration and --half-duration must be in (0, 1h], --warmup in [0, 1h], --rounds in [1, 20] (0 with --half-rate), --half-rate ≥ 0, --half-runs in [1, 20], --raw-mib in [1, 16384]")
+	}
+	if !validLogLevel(*level) {
+		return c.fail(stderr, "--log-level %q: want trace, debug, info, warn, error or off", *level)
 	}
 	base := *dir
 	if base == "" {

@@ -1,30 +1,129 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// The client commands speak the Kafka protocol to any node, through
-// franz-go: topic create|list|describe|delete, produce, consume.
+// What every subcommand shares: its flag set, parsed with flags anywhere
+// among the arguments, its usage, and (client commands) how to reach the
+// cluster.
 
-func clientFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
+// command is the flag set of one subcommand.
+type command struct {
+	*flag.FlagSet
+	name  string // as typed after raftlog: "topic create"
+	args  string // the synopsis after the flags: "NAME"
+	about string // one paragraph: what it does
+}
+
+func newCommand(name, args, about string) *command {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	bootstrap := fs.String("bootstrap", envOr("RAFTLOG_BOOTSTRAP", "127.0.0.1:9092"), "comma-separated Kafka addresses of any nodes (RAFTLOG_BOOTSTRAP)")
-	return fs, bootstrap
+	fs.SetOutput(io.Discard) // errors and usage are printed by parse
+	fs.Usage = func() {}
+	return &command{FlagSet: fs, name: name, args: args, about: about}
+}
+
+// usage prints the synopsis, what the command does and its flags.
+func (c *command) usage(w io.Writer) {
+	fmt.Fprintf(w, "usage: raftlog %s", c.name)
+	n := 0
+	c.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		fmt.Fprint(w, " [flags]")
+	}
+	if c.args != "" {
+		fmt.Fprint(w, " "+c.args)
+	}
+	fmt.Fprintln(w)
+	if c.about != "" {
+		fmt.Fprintf(w, "\n%s\n", c.about)
+	}
+	if n > 0 {
+		fmt.Fprintln(w, "\nflags (-flag and --flag are the same; flags may come before or after the arguments, -- ends them):")
+		c.SetOutput(w)
+		c.PrintDefaults()
+		c.SetOutput(io.Discard)
+	}
+}
+
+// fail prints what is wrong with the command line and where to look, and
+// returns the exit status of a usage error.
+func (c *command) fail(stderr io.Writer, format string, a ...any) int {
+	fmt.Fprintf(stderr, "raftlog %s: %s\n", c.name, fmt.Sprintf(format, a...))
+	fmt.Fprintf(stderr, "Run 'raftlog %s -h' for usage.\n", c.name)
+	return 2
+}
+
+// parse parses args, flags and positional arguments in any order ("--"
+// ends the flags). ok is false when the command must return code: 0
+// after -h (usage on stdout), 2 after a bad flag (said on stderr).
+func (c *command) parse(args []string, stdout, stderr io.Writer) (pos []string, code int, ok bool) {
+	var flags []string
+	help := false
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			pos = append(pos, a)
+			continue
+		}
+		name, _, hasValue := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
+		f := c.Lookup(name)
+		if f == nil && (name == "h" || name == "help") {
+			help = true
+			continue
+		}
+		flags = append(flags, a)
+		if f == nil || hasValue || isBoolFlag(f) {
+			continue
+		}
+		if i+1 < len(args) { // the flag's value, whatever it looks like
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	if help {
+		c.usage(stdout)
+		return nil, 0, false
+	}
+	if err := c.Parse(flags); err != nil {
+		return nil, c.fail(stderr, "%v", err), false
+	}
+	return append(pos, c.Args()...), 0, true
+}
+
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// noArgs refuses positional arguments.
+func (c *command) noArgs(pos []string, stderr io.Writer) (int, bool) {
+	if len(pos) > 0 {
+		return c.fail(stderr, "unexpected argument%s %s", plural(len(pos)), strings.Join(pos, " ")), false
+	}
+	return 0, true
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }
 
 func envOr(k, def string) string {
@@ -34,217 +133,110 @@ func envOr(k, def string) string {
 	return def
 }
 
-func newClient(bootstrap string, opts ...kgo.Opt) (*kgo.Client, error) {
-	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(strings.Split(bootstrap, ",")...)}, opts...)...)
+// clientFlags are the flags of every command that speaks the Kafka
+// protocol to the cluster.
+type clientFlags struct {
+	bootstrap *string
+	timeout   *time.Duration
 }
 
-func runTopic(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: raftlog topic create|list|describe|delete [flags] [name]")
-		return 2
+func addClientFlags(c *command, timeout time.Duration, timeoutUsage string) clientFlags {
+	return clientFlags{
+		bootstrap: c.String("bootstrap", envOr("RAFTLOG_BOOTSTRAP", "127.0.0.1:9092"), "comma-separated Kafka addresses of any nodes (RAFTLOG_BOOTSTRAP)"),
+		timeout:   c.Duration("timeout", timeout, timeoutUsage),
 	}
-	fs, bootstrap := clientFlags("topic "+args[0], stderr)
-	partitions := fs.Int("partitions", 3, "partitions (create)")
-	rf := fs.Int("replication-factor", -1, "replicas (create; -1: the cluster default)")
-	var configs multiFlag
-	fs.Var(&configs, "config", "key=value topic config (create; repeatable)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
-	}
-	cl, err := newClient(*bootstrap)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	name := fs.Arg(0)
-	needName := func() bool {
-		if name == "" {
-			fmt.Fprintln(stderr, "a topic name is needed")
-			return false
-		}
-		return true
-	}
-	switch args[0] {
-	case "create":
-		if !needName() {
-			return 2
-		}
-		cfg := map[string]*string{}
-		for _, kv := range configs {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok {
-				fmt.Fprintf(stderr, "--config %q is not key=value\n", kv)
-				return 2
-			}
-			cfg[k] = &v
-		}
-		resp, err := adm.CreateTopic(ctx, int32(*partitions), int16(*rf), cfg, name)
-		if err == nil {
-			err = resp.Err
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "create %s: %v\n", name, err)
-			return 1
-		}
-		fmt.Fprintf(stdout, "created %s: %d partitions\n", name, *partitions)
-	case "list":
-		td, err := adm.ListTopics(ctx)
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
-		}
-		for _, t := range td.Sorted() {
-			fmt.Fprintf(stdout, "%s\t%d partitions\n", t.Topic, len(t.Partitions))
-		}
-	case "describe":
-		if !needName() {
-			return 2
-		}
-		td, err := adm.ListTopics(ctx, name)
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
-		}
-		t, ok := td[name]
-		if !ok || t.Err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", name, t.Err)
-			return 1
-		}
-		ends, _ := adm.ListEndOffsets(ctx, name)
-		fmt.Fprintf(stdout, "topic %s id %s\n", name, t.ID)
-		for _, p := range t.Partitions.Sorted() {
-			end := int64(-1)
-			if o, ok := ends.Lookup(name, p.Partition); ok {
-				end = o.Offset
-			}
-			fmt.Fprintf(stdout, "  partition %d leader %d epoch %d replicas %v isr %v end %d\n", p.Partition, p.Leader, p.LeaderEpoch, p.Replicas, p.ISR, end)
-		}
-	case "delete":
-		if !needName() {
-			return 2
-		}
-		resp, err := adm.DeleteTopics(ctx, name)
-		if err == nil {
-			if r, ok := resp[name]; ok {
-				err = r.Err
-			}
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "delete %s: %v\n", name, err)
-			return 1
-		}
-		fmt.Fprintf(stdout, "deleted %s\n", name)
-	default:
-		fmt.Fprintln(stderr, "usage: raftlog topic create|list|describe|delete [flags] [name]")
-		return 2
-	}
-	return 0
 }
 
-type multiFlag []string
-
-func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
-func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
-
-// runProduce writes one record per line of standard input (key and value
-// split at --key-sep when given), acks=all.
-func runProduce(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs, bootstrap := clientFlags("produce", stderr)
-	topic := fs.String("topic", "", "topic")
-	sep := fs.String("key-sep", "", "split each line into key and value at this separator")
-	if err := fs.Parse(args); err != nil {
-		return 2
+// check validates the flags (before anything is done).
+func (f clientFlags) check(c *command, stderr io.Writer) (int, bool) {
+	if len(f.seeds()) == 0 {
+		return c.fail(stderr, "--bootstrap names no address"), false
 	}
-	if *topic == "" {
-		fmt.Fprintln(stderr, "--topic is needed")
-		return 2
+	if *f.timeout <= 0 {
+		return c.fail(stderr, "--timeout %v: want more than 0", *f.timeout), false
 	}
-	cl, err := newClient(*bootstrap, kgo.DefaultProduceTopic(*topic))
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	defer cl.Close()
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer cancel()
-	sc := bufio.NewScanner(stdin)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	n := 0
-	for sc.Scan() {
-		line := sc.Text()
-		r := &kgo.Record{Value: []byte(line)}
-		if *sep != "" {
-			if k, v, ok := strings.Cut(line, *sep); ok {
-				r.Key, r.Value = []byte(k), []byte(v)
-			}
-		}
-		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
-			fmt.Fprintf(stderr, "produce: %v\n", err)
-			return 1
-		}
-		n++
-	}
-	fmt.Fprintf(stderr, "produced %d records\n", n)
-	return 0
+	return 0, true
 }
 
-// runConsume prints the records of a topic from --from (start, end) until
-// --count records or, with --exit, the end.
-func runConsume(args []string, stdout, stderr io.Writer) int {
-	fs, bootstrap := clientFlags("consume", stderr)
-	topic := fs.String("topic", "", "topic")
-	from := fs.String("from", "start", "start or end")
-	count := fs.Int("count", 0, "stop after this many records (0: no limit)")
-	exit := fs.Bool("exit", false, "stop at the end of the topic")
-	if err := fs.Parse(args); err != nil {
-		return 2
+func (f clientFlags) seeds() []string {
+	var out []string
+	for _, s := range strings.Split(*f.bootstrap, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
 	}
-	if *topic == "" {
-		fmt.Fprintln(stderr, "--topic is needed")
-		return 2
-	}
-	off := kgo.NewOffset().AtStart()
-	if *from == "end" {
-		off = kgo.NewOffset().AtEnd()
-	}
-	cl, err := newClient(*bootstrap, kgo.ConsumeTopics(*topic), kgo.ConsumeResetOffset(off))
+	return out
+}
+
+// connect makes a client and checks, within ctx, that a broker answers:
+// an unreachable cluster is an error at once, not a silent wait.
+func (f clientFlags) connect(ctx context.Context, opts ...kgo.Opt) (*kgo.Client, error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(f.seeds()...)}, opts...)...)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
+		return nil, err
 	}
-	defer cl.Close()
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer cancel()
-	seen := 0
-	for *count == 0 || seen < *count {
-		pctx := ctx
-		var pcancel context.CancelFunc = func() {}
-		if *exit {
-			// The end: a poll that brings nothing for two seconds.
-			pctx, pcancel = context.WithTimeout(ctx, 2*time.Second)
+	wait := *f.timeout
+	if dl, ok := ctx.Deadline(); ok {
+		wait = time.Until(dl).Round(time.Millisecond)
+	}
+	if err := cl.Ping(ctx); err != nil {
+		cl.Close()
+		if ctx.Err() != nil {
+			err = fmt.Errorf("no answer within %v", wait)
 		}
-		fetches := cl.PollFetches(pctx)
-		pcancel()
-		if errors.Is(ctx.Err(), context.Canceled) {
-			return 0
-		}
-		var recs []*kgo.Record
-		fetches.EachRecord(func(r *kgo.Record) { recs = append(recs, r) })
-		if len(recs) == 0 && *exit {
-			break
-		}
-		sort.SliceStable(recs, func(i, j int) bool { return recs[i].Partition < recs[j].Partition })
-		for _, r := range recs {
-			fmt.Fprintf(stdout, "%d\t%d\t%s\t%s\n", r.Partition, r.Offset, r.Key, r.Value)
-			seen++
-			if *count > 0 && seen >= *count {
-				break
+		return nil, fmt.Errorf("cannot reach a broker at %s: %w", *f.bootstrap, err)
+	}
+	return cl, nil
+}
+
+// describeTopic returns the metadata of topic, or an error naming the
+// topic when it does not exist.
+func describeTopic(ctx context.Context, adm *kadm.Client, topic string) (kadm.TopicDetail, error) {
+	td, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return kadm.TopicDetail{}, err
+	}
+	t, ok := td[topic]
+	switch {
+	case !ok || errors.Is(t.Err, kerr.UnknownTopicOrPartition):
+		return t, fmt.Errorf("unknown topic %q (raftlog topic list shows the topics)", topic)
+	case t.Err != nil:
+		return t, fmt.Errorf("topic %s: %w", topic, t.Err)
+	}
+	return t, nil
+}
+
+// timeoutErr words an error of a request cut short by --timeout.
+func timeoutErr(err error, timeout time.Duration) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("no answer within --timeout %v", timeout)
+	}
+	return err
+}
+
+// kafkaErr is err with the broker's message (msg, or the one kadm
+// carries in err), each said once: a broker may start its message with
+// the text of the error code, which kadm puts in front again.
+func kafkaErr(err error, msg string) error {
+	if err == nil {
+		return nil
+	}
+	var em *kadm.ErrAndMessage
+	if msg == "" && errors.As(err, &em) {
+		err, msg = em.Err, em.ErrMessage
+	}
+	text := err.Error()
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		text = ke.Message + ": " + ke.Description
+		for _, prefix := range []string{text, ke.Message, ke.Description} {
+			for strings.HasPrefix(msg, prefix) {
+				msg = strings.TrimLeft(strings.TrimPrefix(msg, prefix), ": ")
 			}
 		}
 	}
-	return 0
+	if msg == "" || strings.Contains(text, msg) {
+		return fmt.Errorf("%w", err)
+	}
+	return fmt.Errorf("%s: %s", text, msg)
 }

@@ -2,17 +2,19 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/raftlog/raftlog/cluster/node"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -22,44 +24,109 @@ import (
 // runDev is `raftlog dev`: a local cluster of --nodes nodes in this
 // process on 127.0.0.1, a demo topic written and read back through the
 // Kafka protocol, and what to try next.
+//
+// The nodes log to raftlog.log in the data directory. While they start
+// and stop, Raft's elections and its connection errors to peers not yet
+// (or no longer) listening are expected, so nothing of the log is shown
+// then: a failure to start says what failed, with the errors logged.
+// While the cluster runs, warnings and errors are shown too.
 func runDev(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	nodes := fs.Int("nodes", 3, "number of nodes")
-	dir := fs.String("dir", "", "data directory (default: a new temporary directory)")
-	kport := fs.Int("kafka-port", 9092, "Kafka port of the first node; node i listens on kafka-port+i (Raft +100, gossip +200, HTTP +300)")
-	exit := fs.Bool("exit", false, "exit after the demo instead of running until interrupted")
-	level := fs.String("log-level", "warn", "log level")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	c := newCommand("dev", "", `Start a local cluster of --nodes nodes in this process on 127.0.0.1, write ten
+records to the topic demo and read them back, print what to try, and run until
+interrupted (--exit: stop after the demo). The nodes' log is raftlog.log in
+the data directory; a temporary directory (no --dir) is removed at the end.`)
+	nodes := c.Int("nodes", 3, "number of nodes, 1 to 9 (the first 3 are the controller's voters)")
+	dir := c.String("dir", "", "data directory, kept at the end; a later run in it needs the same --nodes and --kafka-port (default: a new temporary directory, removed at the end)")
+	kport := c.Int("kafka-port", 9092, "Kafka port of the first node; node i listens on kafka-port+i (Raft +100, gossip +200, HTTP +300)")
+	exit := c.Bool("exit", false, "exit after the demo instead of running until interrupted")
+	level := c.String("log-level", "info", "level of the nodes' log (raftlog.log in the data directory): trace, debug, info, warn, error or off")
+	pos, code, ok := c.parse(args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	if *nodes < 1 || *nodes > 9 {
-		fmt.Fprintln(stderr, "--nodes must be 1..9")
-		return 2
+	if code, ok := c.noArgs(pos, stderr); !ok {
+		return code
 	}
-	if *dir == "" {
+	switch {
+	case *nodes < 1 || *nodes > 9:
+		return c.fail(stderr, "--nodes %d: want 1 to 9", *nodes)
+	case *kport < 1 || *kport+300+*nodes-1 > 65535:
+		return c.fail(stderr, "--kafka-port %d: want 1 to %d (the HTTP ports are 300 above)", *kport, 65535-300-*nodes+1)
+	case !validLogLevel(*level):
+		return c.fail(stderr, "--log-level %q: want trace, debug, info, warn, error or off", *level)
+	}
+	temp := *dir == ""
+	if temp {
 		d, err := os.MkdirTemp("", "raftlog-dev-")
 		if err != nil {
-			fmt.Fprintln(stderr, err)
+			fmt.Fprintf(stderr, "raftlog dev: %v\n", err)
 			return 1
 		}
 		*dir = d
+	} else if err := os.MkdirAll(*dir, 0o755); err != nil {
+		fmt.Fprintf(stderr, "raftlog dev: %v\n", err)
+		return 1
 	}
-	logger := newLogger("raftlog", false, *level, stderr)
+	if err := devLayout(*dir, *nodes, *kport); err != nil {
+		return c.fail(stderr, "%v", err)
+	}
+	logPath := filepath.Join(*dir, "raftlog.log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		fmt.Fprintf(stderr, "raftlog dev: %v\n", err)
+		if temp {
+			os.RemoveAll(*dir)
+		}
+		return 1
+	}
+	out := &devLog{file: logFile, console: stderr}
+	logger := hclog.New(&hclog.LoggerOptions{Name: "raftlog", Level: hclog.LevelFromString(*level), Output: out})
 	gc := node.ResolveGC(node.DefaultGCPercent, false, 0, false)
 	node.SetGC(gc)
 	node.LogGC(logger, gc)
-	voters := min(3, *nodes)
+
 	var running []*node.Node
+	// stop closes the nodes, quietly, and removes a temporary directory
+	// unless keep (after a failure, for its log).
+	stop := func(keep bool) (failed bool) {
+		out.show(false)
+		for i, r := range running {
+			if err := r.Close(); err != nil {
+				fmt.Fprintf(stderr, "raftlog dev: stopping node %d: %v\n", i+1, err)
+				failed = true
+			}
+		}
+		logFile.Close()
+		switch {
+		case temp && !keep && !failed:
+			if err := os.RemoveAll(*dir); err != nil {
+				fmt.Fprintf(stderr, "raftlog dev: %v\n", err)
+				return true
+			}
+			fmt.Fprintf(stdout, "stopped; removed %s\n", *dir)
+		default:
+			fmt.Fprintf(stdout, "stopped; data and the nodes' log (raftlog.log) kept in %s\n", *dir)
+		}
+		return failed
+	}
+	// startFailed says what failed, with the errors the nodes logged.
+	startFailed := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "raftlog dev: %s\n", fmt.Sprintf(format, a...))
+		if errs := out.errors(); len(errs) > 0 {
+			fmt.Fprintf(stderr, "the last errors the nodes logged (all of it is in %s):\n", logPath)
+			for _, e := range errs {
+				fmt.Fprint(stderr, "  ", e)
+			}
+		}
+		stop(true)
+		return 1
+	}
+
+	voters := min(3, *nodes)
 	var seeds, bootstrap []string
 	for i := 0; i < *nodes; i++ {
 		seeds = append(seeds, fmt.Sprintf("127.0.0.1:%d", *kport+200+i))
 		bootstrap = append(bootstrap, fmt.Sprintf("127.0.0.1:%d", *kport+i))
-	}
-	stopAll := func() {
-		for _, r := range running {
-			r.Close()
-		}
 	}
 	for i := 0; i < *nodes; i++ {
 		f := serveFlags{
@@ -73,24 +140,25 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		}
 		r, err := node.Start(nodeConfig(f, logger, true))
 		if err != nil {
-			fmt.Fprintf(stderr, "node %d: %v\n", i+1, err)
-			stopAll()
-			return 1
+			return startFailed("node %d: %v", i+1, err)
 		}
 		running = append(running, r)
 	}
-	fmt.Fprintf(stdout, "raftlog dev: %d nodes, data in %s\n", *nodes, *dir)
+	fmt.Fprintf(stdout, "raftlog dev: %d nodes, data and the nodes' log (raftlog.log) in %s\n", *nodes, *dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := demo(ctx, bootstrap, min(3, *nodes), stdout); err != nil {
-		fmt.Fprintf(stderr, "demo failed: %v\n", err)
-		stopAll()
-		return 1
+	if err := demo(ctx, bootstrap, voters, stdout); err != nil {
+		return startFailed("demo: %v", err)
 	}
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", *kport+300)
+	fmt.Fprintf(stdout, "\nThe cluster is up. Bootstrap servers: %s\n", strings.Join(bootstrap, ","))
+	if *exit {
+		if stop(false) {
+			return 1
+		}
+		return 0
+	}
 	fmt.Fprintf(stdout, `
-The cluster is up. Bootstrap servers: %s
-
 Try:
   kcat -b %s -L                                  # metadata
   kcat -b %s -t demo -C -e                       # read the demo topic
@@ -98,21 +166,99 @@ Try:
   go run ./cmd/raftlog log dump %s              # look at a partition on disk
   go run ./cmd/raftlog cluster status --http %s   # nodes, leaders, lag (metrics: http://%s/metrics)
 
-Ctrl-C stops the cluster.
-`, strings.Join(bootstrap, ","), bootstrap[0], bootstrap[0], bootstrap[0], filepath.Join(*dir, "node-1", "demo-0", "log"), httpAddr, httpAddr)
-	if !*exit {
-		sig := make(chan os.Signal, 1)
-		signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-		<-sig
+Warnings and errors of the nodes show here from now on. Ctrl-C stops the cluster.
+`, bootstrap[0], bootstrap[0], bootstrap[0], filepath.Join(*dir, "node-1", "demo-0", "log"), httpAddr, httpAddr)
+	out.show(true)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	<-sig
+	signal.Stop(sig)
+	if stop(false) {
+		return 1
 	}
-	stopAll()
 	return 0
 }
 
-// demo creates the demo topic, writes ten records and reads them back.
+// devLayout checks that dir, when an earlier run left it, was made with
+// the same nodes and ports (their addresses are in the nodes' metadata: on
+// others they would not find each other), and records them for the next.
+func devLayout(dir string, nodes, kport int) error {
+	path := filepath.Join(dir, "dev.json")
+	type layout struct {
+		Nodes     int `json:"nodes"`
+		KafkaPort int `json:"kafka_port"`
+	}
+	want := layout{Nodes: nodes, KafkaPort: kport}
+	if b, err := os.ReadFile(path); err == nil {
+		var had layout
+		if err := json.Unmarshal(b, &had); err != nil {
+			return fmt.Errorf("%s: %v", path, err)
+		}
+		if had != want {
+			return fmt.Errorf("--dir %s holds a cluster of --nodes %d --kafka-port %d: give the same (its nodes know each other at those ports), or another --dir", dir, had.Nodes, had.KafkaPort)
+		}
+		return nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node-1")); err == nil {
+		return nil // an earlier run's directory, before dev.json: as it was
+	}
+	b, _ := json.Marshal(want)
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// devLog is where the nodes of `raftlog dev` log: the file, every line;
+// the console, warnings and errors while shown; and, while not shown,
+// the last errors, for a failed start.
+type devLog struct {
+	file    io.Writer
+	console io.Writer
+
+	mu     sync.Mutex
+	shown  bool
+	recent []string
+}
+
+const devRecentErrors = 10
+
+func (l *devLog) Write(p []byte) (int, error) { return l.LevelWrite(hclog.Info, p) }
+
+// LevelWrite is hclog's LevelWriter.
+func (l *devLog) LevelWrite(level hclog.Level, p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.file.Write(p)
+	switch {
+	case l.shown && level >= hclog.Warn:
+		l.console.Write(p)
+	case !l.shown && level >= hclog.Error:
+		if len(l.recent) == devRecentErrors {
+			l.recent = append(l.recent[:0], l.recent[1:]...)
+		}
+		l.recent = append(l.recent, string(p))
+	}
+	return len(p), nil
+}
+
+func (l *devLog) show(on bool) {
+	l.mu.Lock()
+	l.shown = on
+	l.recent = nil
+	l.mu.Unlock()
+}
+
+func (l *devLog) errors() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.recent...)
+}
+
+// demo creates the demo topic (or finds it, in the directory of an
+// earlier run), writes ten records and reads back those ten: from the end
+// offsets the partitions had before.
 func demo(ctx context.Context, bootstrap []string, rf int, stdout io.Writer) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.ConsumeTopics("demo"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	if err != nil {
 		return err
 	}
@@ -129,16 +275,39 @@ func demo(ctx context.Context, bootstrap []string, rf int, stdout io.Writer) err
 		case <-time.After(200 * time.Millisecond): // the cluster is still forming
 		}
 	}
+	// The end offsets, once every partition has a leader to answer.
+	var ends kadm.ListedOffsets
+	for {
+		ends, err = adm.ListEndOffsets(ctx, "demo")
+		if err == nil {
+			err = ends.Error()
+		}
+		if err == nil && len(ends["demo"]) > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("end offsets: %v", err)
+		case <-time.After(200 * time.Millisecond): // leaders are still being elected
+		}
+	}
+	from := map[int32]kgo.Offset{}
+	ends.Each(func(o kadm.ListedOffset) { from[o.Partition] = kgo.NewOffset().At(o.Offset) })
 	for i := 0; i < 10; i++ {
 		r := &kgo.Record{Topic: "demo", Key: []byte(fmt.Sprintf("key-%d", i)), Value: []byte(fmt.Sprintf("hello from raftlog #%d", i))}
 		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
 			return fmt.Errorf("produce: %w", err)
 		}
 	}
-	fmt.Fprintln(stdout, "wrote 10 records to topic demo (3 partitions, replicated), reading them back:")
+	fmt.Fprintf(stdout, "wrote 10 records to topic demo (%d partitions, replicated), reading them back:\n", len(from))
+	rd, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"demo": from}))
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
 	seen := 0
 	for seen < 10 {
-		fetches := cl.PollFetches(ctx)
+		fetches := rd.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("consume: read %d of 10: %w", seen, err)
 		}

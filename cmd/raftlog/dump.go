@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,26 +10,30 @@ import (
 	"github.com/raftlog/raftlog/log"
 )
 
+const logDumpSynopsis = "usage: raftlog log dump [--quiet] [--index-dir DIR] SEGMENT.log|PARTITION-DIR...\nRun 'raftlog log dump -h' for more."
+
 // runLogDump is `raftlog log dump`, after Kafka's kafka-dump-log: it lists
 // every batch of each segment and checks the .index and .timeindex against
 // the log. Exit status 1 when any problem is found.
 func runLogDump(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("log dump", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	quiet := fs.Bool("quiet", false, "print only the per-segment summary and problems, not every batch")
-	indexDir := fs.String("index-dir", "", "directory of the .index/.timeindex files (default: beside each .log)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	c := newCommand("log dump", "SEGMENT.log|PARTITION-DIR...", `List every batch of each segment (a .log file, or every .log file of a
+directory such as DATA-DIR/TOPIC-PARTITION/log) and check the .index and
+.timeindex against the log. Exit status 1 when any problem is found, or when
+a directory holds no segment.`)
+	quiet := c.Bool("quiet", false, "print only the per-segment summary and problems, not every batch")
+	indexDir := c.String("index-dir", "", "directory of the .index/.timeindex files (default: beside each .log)")
+	pos, code, ok := c.parse(args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	if fs.NArg() == 0 {
-		fmt.Fprintln(stderr, "usage: raftlog log dump [--quiet] [--index-dir DIR] <segment.log | partition dir>...")
-		return 2
+	if len(pos) == 0 {
+		return c.fail(stderr, "a segment file or partition directory is needed")
 	}
 	var files []string
-	for _, p := range fs.Args() {
+	for _, p := range pos {
 		st, err := os.Stat(p)
 		if err != nil {
-			fmt.Fprintln(stderr, err)
+			fmt.Fprintf(stderr, "raftlog log dump: %v\n", err)
 			return 1
 		}
 		if !st.IsDir() {
@@ -39,13 +42,22 @@ func runLogDump(args []string, stdout, stderr io.Writer) int {
 		}
 		ents, err := os.ReadDir(p)
 		if err != nil {
-			fmt.Fprintln(stderr, err)
+			fmt.Fprintf(stderr, "raftlog log dump: %v\n", err)
 			return 1
 		}
+		n := len(files)
 		for _, e := range ents {
-			if strings.HasSuffix(e.Name(), ".log") {
+			if strings.HasSuffix(e.Name(), ".log") && e.Type().IsRegular() {
 				files = append(files, filepath.Join(p, e.Name()))
 			}
+		}
+		if len(files) == n {
+			hint := ""
+			if _, err := os.Stat(filepath.Join(p, "log")); err == nil {
+				hint = fmt.Sprintf(" (a partition's segments are in %s)", filepath.Join(p, "log"))
+			}
+			fmt.Fprintf(stderr, "raftlog log dump: %s holds no segment (.log) file%s\n", p, hint)
+			return 1
 		}
 	}
 	bad := false

@@ -2,11 +2,8 @@ package main
 
 import (
 	"bytes"
-	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -58,53 +55,6 @@ func TestLogDump(t *testing.T) {
 	out.Reset()
 	if code := run([]string{"log", "dump", seg}, &out, &errb); code != 1 || !strings.Contains(out.String(), "crcOk: false") {
 		t.Fatalf("exit %d on a corrupt log:\n%s", code, out.String())
-	}
-}
-
-// TestDevCommand runs the README's first command end to end: three nodes,
-// the demo topic written and read back, then exit.
-func TestDevCommand(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a cluster")
-	}
-	// A base port whose +100/+200/+300 neighbours are free too.
-	var base int
-	for try := 0; try < 20 && base == 0; try++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		if p+302 > 65535 {
-			continue
-		}
-		ok := true
-		for _, off := range []int{0, 1, 2, 100, 101, 102, 200, 201, 202, 300, 301, 302} {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+off))
-			if err != nil {
-				ok = false
-				break
-			}
-			l.Close()
-		}
-		if ok {
-			base = p
-		}
-	}
-	if base == 0 {
-		t.Fatal("no free port range")
-	}
-	var out, errb bytes.Buffer
-	code := run([]string{"dev", "--exit", "--dir", t.TempDir(), "--kafka-port", strconv.Itoa(base), "--log-level", "error"}, &out, &errb)
-	if code != 0 {
-		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
-	}
-	if n := strings.Count(out.String(), "hello from raftlog"); n != 10 {
-		t.Fatalf("demo read %d records:\n%s", n, out.String())
-	}
-	if !strings.Contains(out.String(), "Bootstrap servers") {
-		t.Fatalf("no instructions printed:\n%s", out.String())
 	}
 }
 

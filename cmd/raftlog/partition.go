@@ -25,11 +25,19 @@ const partitionUsage = `usage: raftlog partition reassign --topic T --partition 
        [--bootstrap ADDRS] [--http ADDRS] [--wait=true] [--timeout 30m]`
 
 func runPartition(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "reassign" {
-		fmt.Fprintln(stderr, partitionUsage)
-		return 2
+	switch {
+	case len(args) == 0:
+		fmt.Fprintln(stderr, "raftlog partition: a command is needed: reassign")
+	case args[0] == "reassign":
+		return runReassign(args[1:], stdout, stderr)
+	case args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help":
+		fmt.Fprintln(stdout, partitionUsage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "raftlog partition: unknown command %q\n", args[0])
 	}
-	return runReassign(args[1:], stdout, stderr)
+	fmt.Fprintln(stderr, partitionUsage)
+	return 2
 }
 
 func parseIDs(s string) ([]int32, error) {
@@ -51,40 +59,69 @@ func parseIDs(s string) ([]int32, error) {
 // (neither) the reassignment of one partition, and with --wait prints its
 // progress until it is done.
 func runReassign(args []string, stdout, stderr io.Writer) int {
-	fs, bootstrap := clientFlags("partition reassign", stderr)
-	topic := fs.String("topic", "", "topic")
-	partition := fs.Int("partition", -1, "partition")
-	replicasFlag := fs.String("replicas", "", "comma-separated node ids of the new replicas, the preferred leader first")
-	cancelMove := fs.Bool("cancel", false, "cancel the reassignment in progress (the partition moves back)")
+	c := newCommand("partition reassign", "", `Move a partition's replicas (--replicas), cancel a move (--cancel) or, with
+neither, follow the move in progress; with --wait, print its progress until it
+is done.`)
+	cf := addClientFlags(c, 30*time.Minute, "give up after this long (reaching the cluster: after at most 10s)")
+	topic := c.String("topic", "", "topic")
+	partition := c.Int("partition", -1, "partition")
+	replicasFlag := c.String("replicas", "", "comma-separated node ids of the new replicas, the preferred leader first")
+	cancelMove := c.Bool("cancel", false, "cancel the reassignment in progress (the partition moves back)")
 	httpAddrs := &listFlag{}
-	fs.Var(httpAddrs, "http", "HTTP addresses (--http-addr) of nodes, to show each new replica's lag (comma-separated, repeatable; the other members are found from them)")
-	wait := fs.Bool("wait", true, "follow the move until it is done")
-	timeout := fs.Duration("timeout", 30*time.Minute, "give up waiting after this long")
-	interval := fs.Duration("interval", time.Second, "time between progress checks")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	c.Var(httpAddrs, "http", "HTTP addresses (--http-addr) of nodes, to show each new replica's lag (comma-separated, repeatable; the other members are found from them)")
+	wait := c.Bool("wait", true, "follow the move until it is done")
+	interval := c.Duration("interval", time.Second, "time between progress checks")
+	pos, code, ok := c.parse(args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	if *topic == "" || *partition < 0 || fs.NArg() > 0 || (*cancelMove && *replicasFlag != "") {
-		fmt.Fprintln(stderr, partitionUsage)
-		return 2
+	if code, ok := c.noArgs(pos, stderr); !ok {
+		return code
+	}
+	if code, ok := cf.check(c, stderr); !ok {
+		return code
+	}
+	switch {
+	case *topic == "":
+		return c.fail(stderr, "--topic is needed")
+	case *partition < 0:
+		return c.fail(stderr, "--partition is needed (0 or more)")
+	case *cancelMove && *replicasFlag != "":
+		return c.fail(stderr, "--replicas and --cancel exclude each other")
+	case *interval <= 0:
+		return c.fail(stderr, "--interval %v: want more than 0", *interval)
 	}
 	var target []int32
 	if *replicasFlag != "" {
 		var err error
-		if target, err = parseIDs(*replicasFlag); err != nil || len(target) == 0 {
-			fmt.Fprintf(stderr, "--replicas %q: %v\n", *replicasFlag, err)
-			return 2
+		if target, err = parseIDs(*replicasFlag); err != nil {
+			return c.fail(stderr, "--replicas %q: %v", *replicasFlag, err)
+		}
+		if len(target) == 0 {
+			return c.fail(stderr, "--replicas %q names no node", *replicasFlag)
 		}
 	}
-	cl, err := newClient(*bootstrap)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	timeout := cf.timeout
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
+	cctx, ccancel := context.WithTimeout(ctx, min(*timeout, 10*time.Second))
+	cl, err := cf.connect(cctx)
+	var adm *kadm.Client
+	if err == nil {
+		defer cl.Close()
+		adm = kadm.NewClient(cl)
+		var t kadm.TopicDetail
+		if t, err = describeTopic(cctx, adm, *topic); err == nil {
+			if _, ok := t.Partitions[int32(*partition)]; !ok {
+				err = fmt.Errorf("topic %s has no partition %d (it has %d)", *topic, *partition, len(t.Partitions))
+			}
+		}
+	}
+	ccancel()
+	if err != nil {
+		fmt.Fprintf(stderr, "raftlog partition reassign: %v\n", timeoutErr(err, min(*timeout, 10*time.Second)))
+		return 1
+	}
 	p := int32(*partition)
 	name := fmt.Sprintf("%s-%d", *topic, p)
 
@@ -94,13 +131,15 @@ func runReassign(args []string, stdout, stderr io.Writer) int {
 		resp, err := adm.AlterPartitionAssignments(ctx, req)
 		if err == nil {
 			if r, ok := resp[*topic][p]; ok && r.Err != nil {
-				err = fmt.Errorf("%w: %s", r.Err, r.ErrMessage)
+				err = kafkaErr(r.Err, r.ErrMessage)
 			} else if !ok {
 				err = errors.New("no answer for the partition")
 			}
+		} else {
+			err = kafkaErr(timeoutErr(err, *timeout), "")
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "reassign %s: %v\n", name, err)
+			fmt.Fprintf(stderr, "raftlog partition reassign %s: %v\n", name, err)
 			return 1
 		}
 		if *cancelMove {

@@ -71,7 +71,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.gossipAddr, "gossip-addr", "127.0.0.1:9292", "memberlist gossip bind address")
 	fs.StringVar(&f.advertisedGossip, "advertised-gossip-addr", "", "address peers reach gossip at (default: --gossip-addr)")
 	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:9392", "HTTP address of /healthz, /readyz, /metrics and /v1/status")
-	fs.StringVar(&f.advertisedHTTP, "advertised-http-addr", "", "address tools reach the HTTP listener at, gossiped to the other nodes for `cluster status` (default: --http-addr)")
+	fs.StringVar(&f.advertisedHTTP, "advertised-http-addr", "", "address tools reach the HTTP listener at, gossiped to the other nodes for raftlog cluster status (default: --http-addr)")
 	fs.StringVar(&f.join, "join", "", "comma-separated gossip addresses of nodes to join")
 	fs.StringVar(&f.rack, "rack", "", "rack (replicas are spread over racks)")
 	fs.StringVar(&f.bootIDFile, "boot-id-file", "/proc/sys/kernel/random/boot_id", "file holding the kernel boot id (the vote guard reads it)")
@@ -80,7 +80,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.raftDirect, "raft-direct-connections", replication.DefaultDirectLimit, "direct connections this node dials to each peer for the partitions' append streams (every batch to every follower), past which they share the one multiplexed connection per peer (0: none, all on that one)")
 	fs.IntVar(&f.expectNodes, "expect-nodes", 0, "members needed before the cluster first forms (default: --controller-voters)")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines")
-	fs.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error or off")
 	fs.IntVar(&f.partitions, "default-partitions", 1, "partitions of a topic created without a count")
 	fs.IntVar(&f.replication, "default-replication-factor", -1, "replicas of a topic created without a factor (-1: min(3, brokers))")
 	fs.DurationVar(&f.producerIDExpiry, "producer-id-expiration", replication.DefaultProducerIDExpiration, "forget an idempotent producer's sequence state after it has written nothing for this long (Kafka's producer.id.expiration.ms)")
@@ -123,22 +123,34 @@ func flagEnv(name string) string {
 	return "RAFTLOG_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
+func validLogLevel(s string) bool { return hclog.LevelFromString(s) != hclog.NoLevel }
+
 func newLogger(name string, json bool, level string, out io.Writer) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: name, JSONFormat: json, Level: hclog.LevelFromString(level), Output: out})
 }
 
 func runServe(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	c := newCommand("serve", "", `Run one node. Every flag has an environment variable: RAFTLOG_ and the flag
+name in capitals, dashes as underscores (--node-id: RAFTLOG_NODE_ID); a flag
+on the command line wins over its variable. See docs/operations.md.`)
 	var f serveFlags
-	f.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return 2
+	f.register(c.FlagSet)
+	pos, code, ok := c.parse(args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	given, err := envDefaults(fs)
+	if code, ok := c.noArgs(pos, stderr); !ok {
+		return code
+	}
+	given, err := envDefaults(c.FlagSet)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 2
+		return c.fail(stderr, "%v", err)
+	}
+	if !validLogLevel(f.logLevel) {
+		return c.fail(stderr, "--log-level %q: want trace, debug, info, warn, error or off", f.logLevel)
+	}
+	if f.nodeID < 0 {
+		return c.fail(stderr, "--node-id %d: want 0 or more", f.nodeID)
 	}
 	if f.raftDirect == 0 {
 		// 0 given: none. (serveFlags built in code leave 0 for the
@@ -146,10 +158,6 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		f.raftDirect = -1
 	}
 	logger := newLogger("raftlog", f.logJSON, f.logLevel, stderr)
-	if f.nodeID < 0 {
-		fmt.Fprintln(stderr, "--node-id must be ≥ 0")
-		return 2
-	}
 	gc := node.ResolveGC(f.gcPercent, given["gc-percent"], f.memoryLimit, given["memory-limit-bytes"])
 	node.SetGC(gc)
 	node.LogGC(logger, gc)

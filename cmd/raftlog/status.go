@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -36,12 +35,22 @@ func (l *listFlag) Set(s string) error {
 	return nil
 }
 
+const clusterUsage = "usage: raftlog cluster status [--http ADDR,...] [--discover=false] [--timeout 3s]"
+
 func runCluster(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "status" {
-		fmt.Fprintln(stderr, "usage: raftlog cluster status [--http ADDR,...] [--discover=false] [--timeout 3s]")
-		return 2
+	switch {
+	case len(args) == 0:
+		fmt.Fprintln(stderr, "raftlog cluster: a command is needed: status")
+	case args[0] == "status":
+		return runClusterStatus(args[1:], stdout, stderr)
+	case isHelp(args[0]):
+		fmt.Fprintln(stdout, clusterUsage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "raftlog cluster: unknown command %q\n", args[0])
 	}
-	return runClusterStatus(args[1:], stdout, stderr)
+	fmt.Fprintln(stderr, clusterUsage)
+	return 2
 }
 
 // statusTarget is one node queried (or known of and not reachable).
@@ -57,22 +66,25 @@ type statusTarget struct {
 // /v1/status and prints the nodes, then the partitions. It exits 1 when a
 // node does not answer or is not ready, or a partition has no leader.
 func runClusterStatus(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("cluster status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	c := newCommand("cluster status", "", `Ask every node given (and, with --discover, every live member the answers
+name) for /v1/status and print the nodes, then the partitions. Exit status 1
+when a node does not answer or is not ready, or a partition has no leader.`)
 	addrs := &listFlag{vals: []string{"127.0.0.1:9392"}}
-	fs.Var(addrs, "http", "comma-separated HTTP addresses (--http-addr) of nodes to ask (repeatable)")
-	discover := fs.Bool("discover", true, "also ask the live members the nodes name, at their gossiped HTTP addresses")
-	timeout := fs.Duration("timeout", 3*time.Second, "timeout of each request")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	c.Var(addrs, "http", "comma-separated HTTP addresses (--http-addr) of nodes to ask (repeatable)")
+	discover := c.Bool("discover", true, "also ask the live members the nodes name, at their gossiped HTTP addresses")
+	timeout := c.Duration("timeout", 3*time.Second, "timeout of each request")
+	pos, code, ok := c.parse(args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "unexpected arguments: %v\n", fs.Args())
-		return 2
+	if code, ok := c.noArgs(pos, stderr); !ok {
+		return code
 	}
 	if len(addrs.vals) == 0 {
-		fmt.Fprintln(stderr, "--http names no address")
-		return 2
+		return c.fail(stderr, "--http names no address")
+	}
+	if *timeout <= 0 {
+		return c.fail(stderr, "--timeout %v: want more than 0", *timeout)
 	}
 	hc := &http.Client{Timeout: *timeout}
 	var targets []*statusTarget

@@ -107,6 +107,10 @@ func compression(name string) (kgo.CompressionCodec, error) {
 	return kgo.CompressionCodec{}, fmt.Errorf("compression %q: want none, gzip, snappy, lz4 or zstd", name)
 }
 
+// Check says what is wrong with c for a produce (or a consume), before
+// anything is run.
+func (c *Config) Check(produce bool) error { return c.check(produce) }
+
 func (c *Config) check(produce bool) error {
 	switch {
 	case len(c.Bootstrap) == 0:

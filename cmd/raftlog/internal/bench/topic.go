@@ -61,7 +61,10 @@ func EnsureTopic(ctx context.Context, c Config) (partitions int32, created bool,
 		}
 		select {
 		case <-ctx.Done():
-			return 0, created, fmt.Errorf("topic %s not ready after %v (last error: %v)", c.Topic, topicWait, err)
+			if err == nil {
+				err = ctx.Err()
+			}
+			return 0, created, fmt.Errorf("topic %s not ready (partitions without a leader): %w", c.Topic, err)
 		case <-time.After(100 * time.Millisecond): // polling the metadata until the deadline
 		}
 	}
