@@ -10,13 +10,14 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/raftlog/raftlog/cmd/raftlog/internal/bench"
+	"github.com/raftlog/raftlog/log/testkit"
 )
 
 // TestBenchProduceConsume runs `raftlog bench produce` then `consume`
 // against a three-node cluster in this process, as `raftlog dev` starts
 // it, and checks that the figures add up (not how fast they are).
 func TestBenchProduceConsume(t *testing.T) {
-	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.LevelFromString(envOr("RAFTLOG_TEST_LOG", "off")), Output: benchLogWriter{t}})
+	logger := testkit.Logger(t, hclog.Off)
 	boot, stop, err := startBenchCluster(context.Background(), 3, t.TempDir(), logger, true)
 	if err != nil {
 		t.Fatal(err)
@@ -71,13 +72,6 @@ func TestBenchProduceConsume(t *testing.T) {
 	if !strings.Contains(sum, "consume b: 100 records") || !strings.Contains(sum, "errors: 0") {
 		t.Errorf("consume summary:\n%s", sum)
 	}
-}
-
-type benchLogWriter struct{ t *testing.T }
-
-func (w benchLogWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(bytes.TrimRight(p, "\n")))
-	return len(p), nil
 }
 
 func TestBenchFlags(t *testing.T) {
