@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strings"
 
 	"github.com/raftlog/raftlog/log"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -136,11 +137,22 @@ func mapErr(err error) (int16, bool) {
 }
 
 // errMessage is the error message of a response field: nil without error.
+// The text of a Kafka error code the error wraps is left out where it
+// leads the message (clients print the code's name and description
+// before the message themselves): what remains is the detail.
 func errMessage(err error) *string {
 	if err == nil {
 		return nil
 	}
 	m := err.Error()
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		m = strings.TrimPrefix(m, ke.Error())
+		m = strings.TrimPrefix(m, ": ")
+		if m == "" {
+			m = ke.Description
+		}
+	}
 	return &m
 }
 

@@ -259,3 +259,24 @@ func TestWriteErrorIsStorageError(t *testing.T) {
 		t.Fatalf("mapErr = %d, %v", code, known)
 	}
 }
+
+// A response's error message is the detail: the text of the error code
+// it wraps is not said again (clients print it before the message).
+func TestErrMessage(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("%w: node 9 is not a live member", kerr.InvalidReplicaAssignment), "node 9 is not a live member"},
+		{kerr.UnknownTopicOrPartition, kerr.UnknownTopicOrPartition.Description},
+		{errors.New("disk on fire"), "disk on fire"},
+		{fmt.Errorf("moving: %w", kerr.NotController), "moving: " + kerr.NotController.Error()},
+	} {
+		if got := errMessage(c.err); got == nil || *got != c.want {
+			t.Errorf("errMessage(%v) = %v, want %q", c.err, got, c.want)
+		}
+	}
+	if errMessage(nil) != nil {
+		t.Error("a message without an error")
+	}
+}
