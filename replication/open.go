@@ -281,7 +281,7 @@ func (r *Replica) startRaft() error {
 	rc := r.cfg.Raft.withDefaults()
 	conf := raft.DefaultConfig()
 	conf.LocalID = r.serverID
-	conf.Logger = r.logger.Named("raft")
+	conf.Logger = newRaftLogger(r.logger.Named("raft"))
 	conf.HeartbeatTimeout = rc.HeartbeatTimeout
 	conf.ElectionTimeout = rc.ElectionTimeout
 	conf.LeaderLeaseTimeout = rc.LeaderLeaseTimeout

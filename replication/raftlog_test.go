@@ -1,0 +1,28 @@
+package replication
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Raft's complaints about a peer that hosts no replica yet are debug
+// lines; its other errors stay errors, in derived loggers too.
+func TestRaftLoggerQuietsNotHosted(t *testing.T) {
+	var buf bytes.Buffer
+	l := newRaftLogger(hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: &buf})).Named("raft").With("group", "t-0")
+	l.Error("failed to heartbeat to", "peer", "p", "error", fmt.Errorf("%w: group %q at %s", ErrGroupNotHosted, "t-0", "p"))
+	l.Warn("failed to appendEntries to", "error", ErrGroupNotHosted)
+	l.Log(hclog.Error, "failed to send snapshot to", "error", ErrGroupNotHosted)
+	if buf.Len() != 0 {
+		t.Fatalf("not-hosted errors logged above debug:\n%s", buf.String())
+	}
+	l.Error("failed to get log", "error", errors.New("disk on fire"))
+	if !strings.Contains(buf.String(), "[ERROR] raft: failed to get log") {
+		t.Fatalf("other errors lost:\n%s", buf.String())
+	}
+}
