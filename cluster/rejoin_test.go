@@ -1,0 +1,201 @@
+package cluster_test
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftlog/raftlog/cluster/clustertest"
+	"github.com/raftlog/raftlog/cluster/node"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// memberIDs lists the node ids of a node's live members.
+func memberIDs(nd *node.Node) []int32 {
+	var ids []int32
+	for _, b := range nd.Brokers() {
+		ids = append(ids, b.NodeID)
+	}
+	return ids
+}
+
+// waitRegistered waits until every node that is up has every node of the
+// cluster in its registry.
+func waitRegistered(t *testing.T, c *clustertest.Cluster) {
+	t.Helper()
+	clustertest.WaitFor(t, "every node registered everywhere", 30*time.Second, func() bool {
+		for i, nd := range c.Nodes {
+			if !c.Down(i) && len(nd.Meta().Brokers()) != len(c.Nodes) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestRestartedSeedRejoins: every node is started with --join naming node
+// 1's gossip address, node 1's own included, as a user starts them. Node 1
+// stops cleanly and starts again with the same configuration: its seed
+// list names only itself, and the others saw it leave; it rejoins the
+// members it knows from the registry, and every node's view has all three
+// again.
+func TestRestartedSeedRejoins(t *testing.T) {
+	c := clustertest.StartWith(t, 3, func(_ int, nc *node.Config) {
+		nc.Cluster.Join = nc.Cluster.Join[:1]
+	})
+	waitRegistered(t, c)
+	all := []int32{1, 2, 3}
+	for i, nd := range c.Nodes {
+		if got := memberIDs(nd); !slices.Equal(got, all) {
+			t.Fatalf("node %d's members before the restart: %v", i+1, got)
+		}
+	}
+	for round := range 2 {
+		c.Stop(0)
+		clustertest.WaitFor(t, "node 1 gone from the others' views", 30*time.Second, func() bool {
+			return !slices.Contains(memberIDs(c.Nodes[1]), 1) && !slices.Contains(memberIDs(c.Nodes[2]), 1)
+		})
+		c.Restart(0)
+		clustertest.Eventually(t, 30*time.Second, func() error {
+			for i, nd := range c.Nodes {
+				if got := memberIDs(nd); !slices.Equal(got, all) {
+					return fmt.Errorf("round %d: node %d's members are %v, want %v", round, i+1, got, all)
+				}
+			}
+			return nil
+		})
+		clustertest.Eventually(t, 30*time.Second, func() error {
+			if ok, why := c.Nodes[0].Ready(); !ok {
+				return fmt.Errorf("round %d: node 1 not ready: %s", round, why)
+			}
+			return nil
+		})
+	}
+}
+
+// metadata sends one Metadata request (v12, every topic) to a Kafka
+// address over a plain connection.
+func metadata(t *testing.T, addr string) *kmsg.MetadataResponse {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(12)
+	if _, err := conn.Write(kmsg.NewRequestFormatter(kmsg.FormatterClientID("test")).AppendRequest(nil, req, 1)); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	var size [4]byte
+	if _, err := io.ReadFull(br, size[:]); err != nil {
+		t.Fatal(err)
+	}
+	p := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(br, p); err != nil {
+		t.Fatal(err)
+	}
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	resp.SetVersion(12)
+	if err := resp.ReadFrom(p[5:]); err != nil { // correlation id, header tags
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// consistent checks that a Metadata answer lists every leader and the
+// controller it names.
+func consistent(resp *kmsg.MetadataResponse) error {
+	listed := map[int32]bool{}
+	for _, b := range resp.Brokers {
+		listed[b.NodeID] = true
+	}
+	if resp.ControllerID >= 0 && !listed[resp.ControllerID] {
+		return fmt.Errorf("controller %d not among the brokers", resp.ControllerID)
+	}
+	for _, tp := range resp.Topics {
+		for _, p := range tp.Partitions {
+			if p.Leader >= 0 && !listed[p.Leader] {
+				return fmt.Errorf("%s/%d led by %d, not among the brokers", *tp.Topic, p.Partition, p.Leader)
+			}
+		}
+	}
+	return nil
+}
+
+// TestMetadataNamesListedLeaders: a node whose gossip view lacks the
+// broker Raft says leads a partition (it has not seen it rejoin yet)
+// still answers Metadata with that leader, listed at its registered Kafka
+// address, and stays ready. Once the leader is neither a live member nor
+// registered there, the answer names no leader for the partition, and the
+// node is not ready.
+func TestMetadataNamesListedLeaders(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	c.CreateTopic("m", 1, 3)
+	waitRegistered(t, c)
+	l, _ := leaderOf(t, c, nil, "m", 0)
+	o := (l + 1) % 3 // the observer: another replica
+	obs := c.Nodes[o]
+	lid := int32(l + 1)
+	clustertest.Eventually(t, 30*time.Second, func() error {
+		if ok, why := obs.Ready(); !ok {
+			return fmt.Errorf("observer not ready: %s", why)
+		}
+		if ld, _ := obs.Leader("m", 0); ld != lid {
+			return fmt.Errorf("observer sees leader %d, want %d", ld, lid)
+		}
+		return nil
+	})
+
+	obs.ForgetMember(lid)
+	if slices.Contains(memberIDs(obs), lid) {
+		t.Fatalf("node %d still a member: %v", lid, memberIDs(obs))
+	}
+	resp := metadata(t, c.Bootstrap[o])
+	if err := consistent(resp); err != nil {
+		t.Fatal(err)
+	}
+	var at string
+	for _, b := range resp.Brokers {
+		if b.NodeID == lid {
+			at = net.JoinHostPort(b.Host, fmt.Sprint(b.Port))
+		}
+	}
+	if at != c.Bootstrap[l] {
+		t.Fatalf("leader %d listed at %q, want its registered address %s (brokers %+v)", lid, at, c.Bootstrap[l], resp.Brokers)
+	}
+	for _, tp := range resp.Topics {
+		if *tp.Topic == "m" && (tp.Partitions[0].Leader != lid || tp.Partitions[0].ErrorCode != 0) {
+			t.Fatalf("partition m/0: %+v, want led by %d", tp.Partitions[0], lid)
+		}
+	}
+	if ok, why := obs.Ready(); !ok {
+		t.Fatalf("observer not ready with a registered leader: %s", why)
+	}
+
+	obs.Unregister(lid)
+	clustertest.Eventually(t, 10*time.Second, func() error {
+		if ok, why := obs.Ready(); ok || !strings.Contains(why, "neither a live member nor registered") {
+			return fmt.Errorf("observer ready=%v (%s) with a leader neither live nor registered", ok, why)
+		}
+		return nil
+	})
+	resp = metadata(t, c.Bootstrap[o])
+	if err := consistent(resp); err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range resp.Topics {
+		if *tp.Topic == "m" && (tp.Partitions[0].Leader != -1 || tp.Partitions[0].ErrorCode != kerr.LeaderNotAvailable.Code) {
+			t.Fatalf("partition m/0: %+v, want no leader named", tp.Partitions[0])
+		}
+	}
+}
