@@ -18,3 +18,13 @@ func (n *Node) Unregister(id int32) {
 	defer n.meta.mu.Unlock()
 	delete(n.meta.brokers, id)
 }
+
+// RejoinTargets lists the known nodes missing from this node's gossip
+// view with the gossip address the rejoin loop would join each at.
+func (n *Node) RejoinTargets() map[int32]string {
+	out := map[int32]string{}
+	for _, t := range n.missingMembers() {
+		out[t.id] = n.gossipAddrOf(t)
+	}
+	return out
+}

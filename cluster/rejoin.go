@@ -136,10 +136,7 @@ func (n *Node) rejoin(now time.Time, backoff map[int32]*rejoinBackoff) {
 		if now.Before(b.next) {
 			continue
 		}
-		addr := t.gossip
-		if addr == "" && t.raft != "" {
-			addr = n.askGossipAddr(t)
-		}
+		addr := n.gossipAddrOf(t)
 		joined := false
 		if addr != "" {
 			if _, err := n.ml.Join([]string{addr}); err == nil {
@@ -159,6 +156,15 @@ func (n *Node) rejoin(now time.Time, backoff map[int32]*rejoinBackoff) {
 		}
 		b.next = time.Now().Add(b.wait)
 	}
+}
+
+// gossipAddrOf is a missing node's gossip address: its registered one,
+// else the one it answers at its Raft address ("" when neither is known).
+func (n *Node) gossipAddrOf(t rejoinTarget) string {
+	if t.gossip != "" || t.raft == "" {
+		return t.gossip
+	}
+	return n.askGossipAddr(t)
 }
 
 // askGossipAddr asks a node at its Raft address for its gossip address

@@ -199,3 +199,28 @@ func TestMetadataNamesListedLeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestRejoinTargets: a known node missing from the gossip view is joined
+// at its registered gossip address; one the registry does not hold (a
+// node registered by no version with the registry) but the controller's
+// Raft configuration does is asked for its gossip address at its Raft
+// address.
+func TestRejoinTargets(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	waitRegistered(t, c)
+	nd := c.Nodes[0]
+	if got := nd.RejoinTargets(); len(got) != 0 {
+		t.Fatalf("targets with every node live: %v", got)
+	}
+	nd.ForgetMember(2)
+	nd.ForgetMember(3)
+	nd.Unregister(3)
+	clustertest.Eventually(t, 30*time.Second, func() error {
+		got := nd.RejoinTargets()
+		want := map[int32]string{2: c.Cfgs[1].Cluster.GossipAddr, 3: c.Cfgs[2].Cluster.GossipAddr}
+		if len(got) != 2 || got[2] != want[2] || got[3] != want[3] {
+			return fmt.Errorf("targets %v, want %v", got, want)
+		}
+		return nil
+	})
+}
