@@ -224,3 +224,54 @@ func TestRejoinTargets(t *testing.T) {
 		return nil
 	})
 }
+
+// TestKilledSeedMetadataConsistent: every node joins node 1's gossip
+// address; node 1, leading a partition, is killed and started again. At
+// every moment, every Metadata answer of every node up lists each leader
+// and the controller it names; once every node is ready, every node's
+// answer names a leader for every partition, and every node lists all
+// three members.
+func TestKilledSeedMetadataConsistent(t *testing.T) {
+	c := clustertest.StartWith(t, 3, func(_ int, nc *node.Config) {
+		nc.Cluster.Join = nc.Cluster.Join[:1]
+	})
+	c.CreateTopic("k", 3, 3)
+	waitRegistered(t, c)
+	// Node 1 leads partition 0.
+	clustertest.Eventually(t, 30*time.Second, func() error {
+		l, r := leaderOf(t, c, nil, "k", 0)
+		if l == 0 {
+			return nil
+		}
+		if err := r.TransferLeadership("", ""); err != nil {
+			return err
+		}
+		return fmt.Errorf("node %d leads k/0", l+1)
+	})
+	c.Kill(0)
+	c.Restart(0)
+	all := []int32{1, 2, 3}
+	clustertest.Eventually(t, 60*time.Second, func() error {
+		for i := range c.Nodes {
+			if err := consistent(metadata(t, c.Bootstrap[i])); err != nil {
+				t.Fatalf("node %d: %v", i+1, err)
+			}
+		}
+		for i, nd := range c.Nodes {
+			if ok, why := nd.Ready(); !ok {
+				return fmt.Errorf("node %d not ready: %s", i+1, why)
+			}
+			if got := memberIDs(nd); !slices.Equal(got, all) {
+				return fmt.Errorf("node %d's members are %v", i+1, got)
+			}
+			for _, tp := range metadata(t, c.Bootstrap[i]).Topics {
+				for _, p := range tp.Partitions {
+					if p.Leader < 0 {
+						return fmt.Errorf("node %d names no leader of %s/%d", i+1, *tp.Topic, p.Partition)
+					}
+				}
+			}
+		}
+		return nil
+	})
+}
