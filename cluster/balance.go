@@ -133,6 +133,8 @@ func (n *Node) handleRPC(req rpcRequest) rpcResponse {
 	switch req.Op {
 	case "report":
 		return rpcResponse{Report: n.localReport()}
+	case "gossip":
+		return rpcResponse{Node: n.cfg.NodeID, Gossip: n.gossipAddr}
 	case "transfer":
 		if err := n.transferLocal(req.Group, req.To); err != nil {
 			return rpcResponse{Err: err.Error()}

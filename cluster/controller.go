@@ -37,6 +37,9 @@ type rpcResponse struct {
 	Err    string      `json:"err,omitempty"`
 	Code   int16       `json:"code,omitempty"`
 	Report *nodeReport `json:"report,omitempty"` // report (balance.go)
+	// gossip (rejoin.go): the answering node and its gossip address.
+	Node   int32  `json:"node,omitempty"`
+	Gossip string `json:"gossip,omitempty"`
 }
 
 func (n *Node) serveRPC() {

@@ -122,6 +122,7 @@ func (e events) NotifyUpdate(m *memberlist.Node) {
 func (n *Node) setMember(m *memberlist.Node) {
 	var bi BrokerInfo
 	ok := json.Unmarshal(m.Meta, &bi) == nil
+	bi.GossipAddr = m.Address()
 	n.membersMu.Lock()
 	defer n.membersMu.Unlock()
 	if n.members == nil {
@@ -183,6 +184,7 @@ func (n *Node) startMembership() error {
 	if n.ml, err = memberlist.Create(mc); err != nil {
 		return fmt.Errorf("cluster: memberlist: %w", err)
 	}
+	n.gossipAddr = n.ml.LocalNode().Address()
 	if len(n.cfg.Join) > 0 {
 		n.wg.Add(1)
 		go n.joinLoop()

@@ -58,6 +58,9 @@ type command struct {
 	Part  int    `json:"part,omitempty"`
 	Parts int    `json:"parts,omitempty"`
 	Data  []byte `json:"data,omitempty"`
+	// register_broker: a node's addresses as it last registered them
+	// (registry.go).
+	Broker *Registration `json:"broker,omitempty"`
 }
 
 // Topic is a topic in the metadata.
@@ -99,11 +102,13 @@ type Meta struct {
 	pack    *packedSnapshot // a packed snapshot whose parts are being applied (nil: none)
 	// lastProducerID is the highest producer id allocated (-1: none).
 	lastProducerID int64
-	changed        chan struct{}
+	// brokers is the broker registry, by node id (registry.go).
+	brokers map[int32]Registration
+	changed chan struct{}
 }
 
 func newMeta() *Meta {
-	return &Meta{topics: map[string]*Topic{}, offsets: map[string]map[string]GroupOffset{}, changed: make(chan struct{}), lastProducerID: -1, lastCmd: -1, snapAt: -1}
+	return &Meta{topics: map[string]*Topic{}, offsets: map[string]map[string]GroupOffset{}, brokers: map[int32]Registration{}, changed: make(chan struct{}), lastProducerID: -1, lastCmd: -1, snapAt: -1}
 }
 
 // LastProducerID is the highest producer id allocated so far (-1: none).
@@ -342,6 +347,10 @@ func (m *Meta) applyOne(c command, offset int64, gap bool) error {
 		m.applyReassign(c)
 	case "reassign_done":
 		m.applyReassignDone(c)
+	case "register_broker":
+		if c.Broker != nil && c.Broker.NodeID >= 0 {
+			m.brokers[c.Broker.NodeID] = *c.Broker
+		}
 	case "alloc_producer_id":
 		// The id is the command's offset.
 		m.lastProducerID = max(m.lastProducerID, offset)

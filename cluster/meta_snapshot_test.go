@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -386,5 +387,85 @@ func TestExpireOffsets(t *testing.T) {
 	}
 	if got := m.GroupOffsets("g", nil); len(got) != 1 || got[0].Partition != 1 || got[0].Offset != 8 {
 		t.Fatalf("after the expiry: %+v, want t/1 committed again kept", got)
+	}
+}
+
+// TestRegistrySnapshot: register_broker records a node's entry (a later
+// one replaces it); snapshots, plain and packed, carry the registry; a
+// snapshot of a version without the registry restores an empty one.
+func TestRegistrySnapshot(t *testing.T) {
+	m := newMeta()
+	r1 := Registration{NodeID: 1, Incarnation: "a", KafkaAddr: "h1:9092", RaftAddr: "h1:9192", HTTPAddr: "h1:9392", GossipAddr: "h1:9292"}
+	r2 := Registration{NodeID: 2, Incarnation: "b", KafkaAddr: "h2:9092", GossipAddr: "h2:9292", Rack: "r2"}
+	moved := r1
+	moved.KafkaAddr = "h1b:9092"
+	for i, c := range []command{{Op: "init", ClusterID: "c"}, {Op: "register_broker", Broker: &r1}, {Op: "register_broker", Broker: &r2},
+		{Op: "register_broker", Broker: &moved}, {Op: "register_broker"}} {
+		if err := applyAt(t, m, c, int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []Registration{moved, r2}
+	if got := m.Brokers(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("registry %+v, want %+v", got, want)
+	}
+	if got, ok := m.Broker(2); !ok || got != r2 {
+		t.Fatalf("broker 2: %+v %v", got, ok)
+	}
+	// Enough entries that a 1100-byte batch cannot hold them plain.
+	for id := int32(3); id < 40; id++ {
+		r := Registration{NodeID: id, Incarnation: fmt.Sprintf("%08x", id*7919), KafkaAddr: fmt.Sprintf("broker-%d.example:9092", id),
+			RaftAddr: fmt.Sprintf("broker-%d.example:9192", id), GossipAddr: fmt.Sprintf("10.0.%d.%d:9292", id, id*3)}
+		if err := applyAt(t, m, command{Op: "register_broker", Broker: &r}, int64(id+2)); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, r)
+	}
+	st, after := m.capture()
+	for _, maxBatch := range []int{1 << 20, 1100} { // plain, packed
+		batches, err := snapshotBatches(st, after, maxBatch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if maxBatch < 2000 && len(batches) < 2 {
+			t.Fatalf("%d-byte batches: %d parts, want a packed snapshot", maxBatch, len(batches))
+		}
+		fresh := newMeta()
+		off := int64(20)
+		for _, b := range batches {
+			log.Batches(b, func(bt log.Batch) bool {
+				recs, _, _ := log.DecodeRecords(bt)
+				var c command
+				if err := json.Unmarshal(recs[0].Value, &c); err != nil {
+					t.Fatal(err)
+				}
+				if err := applyAt(t, fresh, c, off); err != nil {
+					t.Fatal(err)
+				}
+				return true
+			})
+			off++
+		}
+		if got := fresh.Brokers(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%d-byte batches: restored registry %+v, want %+v", maxBatch, got, want)
+		}
+	}
+	// A state as a version without the registry wrote it.
+	var old metaState
+	if err := json.Unmarshal([]byte(`{"cluster_id":"c","last_producer_id":-1}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	fresh := newMeta()
+	if err := applyAt(t, fresh, command{Op: "snapshot", State: &old, After: 3}, 9); err != nil {
+		t.Fatal(err)
+	}
+	if got := fresh.Brokers(); len(got) != 0 || fresh.ClusterID() != "c" {
+		t.Fatalf("an old snapshot restored registry %+v, cluster %q", got, fresh.ClusterID())
+	}
+	if err := applyAt(t, fresh, command{Op: "register_broker", Broker: &r2}, 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := fresh.Broker(2); !ok {
+		t.Fatal("no registration after an old snapshot")
 	}
 }

@@ -111,6 +111,9 @@ type BrokerInfo struct {
 	RaftAddr    string
 	HTTPAddr    string
 	Rack        string
+	// GossipAddr is the member's gossip address (memberlist's, not part
+	// of the gossiped metadata).
+	GossipAddr string `json:"-"`
 }
 
 // Node is one raftlog node.
@@ -121,6 +124,7 @@ type Node struct {
 	ln          net.Listener
 	mux         *replication.Mux
 	ml          *memberlist.Memberlist
+	gossipAddr  string // this node's gossip address as memberlist advertises it
 	bq          *memberlist.TransmitLimitedQueue
 	meta        *Meta
 	ctrl        *replication.Replica
@@ -218,11 +222,12 @@ func Start(cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
-	n.wg.Add(4)
+	n.wg.Add(5)
 	go n.applyLoop()
 	go n.reconcileLoop()
 	go n.leaderLoop()
 	go n.healLoop()
+	go n.rejoinLoop()
 	return n, nil
 }
 
@@ -355,15 +360,6 @@ func (n *Node) Brokers() []BrokerInfo {
 	return out
 }
 
-func (n *Node) broker(id int32) (BrokerInfo, bool) {
-	for _, b := range n.Brokers() {
-		if b.NodeID == id {
-			return b, true
-		}
-	}
-	return BrokerInfo{}, false
-}
-
 // ControllerID is the node id leading the controller, -1 when none: also
 // while this node has not heard from the leader it knows for longer than
 // a few heartbeats (it is likely gone; clients asking meanwhile get "not
@@ -405,22 +401,26 @@ func (n *Node) replicaOf(topic string, p int32, id [16]byte) (*replication.Repli
 }
 
 // Leader returns who leads a partition as far as this node knows: its own
-// replica's view when it has one (-1 while it knows none), else the
-// gossip. -1 when unknown.
+// replica's view when it has one (-1 while it knows none, or while the
+// leader is neither a live member nor registered), else the gossip's
+// (a live member only). -1 when unknown.
 func (n *Node) Leader(topic string, p int32) (node int32, epoch int32) {
 	id, _, ok := n.meta.topicRef(topic)
 	if !ok {
 		return -1, -1
 	}
 	if r, ok := n.replicaOf(topic, p, id); ok {
-		if id, _ := r.Leader(); id != "" {
+		// Raft's leader, when its broker can be named: a live member or
+		// registered (a node this one's gossip has not seen again yet).
+		if id, _ := r.Leader(); id != "" && n.known(nodeOf(id)) {
 			return nodeOf(id), int32(r.Term())
 		}
 		return -1, -1
 	}
 	var buf [128]byte
 	if e, ok := n.leaders.get(string(appendGroupName(buf[:0], topic, p, id))); ok {
-		if _, alive := n.broker(e.Node); alive {
+		// Gossip is hearsay: only a live member's claim.
+		if _, alive := n.liveBroker(e.Node); alive {
 			return e.Node, e.Term
 		}
 	}
@@ -444,14 +444,23 @@ func (n *Node) WaitReady(ctx context.Context) error {
 	}
 }
 
-// Ready reports whether the node serves: controller reachable, and every
-// local replica caught up (none gated).
+// Ready reports whether the node serves: controller reachable, this node
+// registered as it is now, every local replica caught up (none gated),
+// and every leader it would name (the controller's, its replicas') a
+// broker it can list: a live member or registered.
 func (n *Node) Ready() (bool, string) {
-	if n.ControllerID() < 0 {
+	ctrl := n.ControllerID()
+	if ctrl < 0 {
 		return false, "no controller leader"
 	}
 	if n.meta.ClusterID() == "" {
 		return false, "metadata not applied yet"
+	}
+	if !n.registered() {
+		return false, "this node's registration is not applied yet"
+	}
+	if !n.known(ctrl) {
+		return false, fmt.Sprintf("the controller's leader, node %d, is neither a live member nor registered", ctrl)
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -461,6 +470,9 @@ func (n *Node) Ready() (bool, string) {
 		}
 		if err := r.WriteError(); err != nil {
 			return false, "replica " + g + " stopped by a write error: " + err.Error()
+		}
+		if id, _ := r.Leader(); id != "" && !n.known(nodeOf(id)) {
+			return false, fmt.Sprintf("replica %s names node %d its leader, which is neither a live member nor registered", g, nodeOf(id))
 		}
 	}
 	for g, f := range n.failed {

@@ -20,8 +20,9 @@ type PartitionState struct {
 
 // PartitionStates describes a topic's partitions: assignment from the
 // metadata, leaders from this node's replicas and the gossip. ISR is the
-// assigned replicas that are live members (Raft keeps no ISR; a live
-// replica catches up by itself).
+// leader and the assigned replicas that are live members (Raft keeps no
+// ISR; a live replica catches up by itself; a leader this node's gossip
+// has not seen again is one Raft hears from).
 func (n *Node) PartitionStates(t Topic) []PartitionState {
 	live := map[int32]bool{}
 	for _, b := range n.Brokers() {
@@ -32,7 +33,7 @@ func (n *Node) PartitionStates(t Topic) []PartitionState {
 		ld, ep := n.Leader(t.Name, int32(p))
 		st := PartitionState{Partition: int32(p), Leader: ld, LeaderEpoch: ep, Replicas: append([]int32(nil), reps...)}
 		for _, r := range reps {
-			if live[r] {
+			if live[r] || r == ld {
 				st.ISR = append(st.ISR, r)
 			} else {
 				st.Offline = append(st.Offline, r)

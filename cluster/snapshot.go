@@ -43,6 +43,9 @@ type metaState struct {
 	Topics         map[string]Topic                  `json:"topics,omitempty"`
 	Offsets        map[string]map[string]GroupOffset `json:"offsets,omitempty"`
 	LastProducerID int64                             `json:"last_producer_id"`
+	// Brokers is the broker registry (absent from the snapshots of
+	// versions before it: then empty, and every node registers again).
+	Brokers map[int32]Registration `json:"brokers,omitempty"`
 }
 
 // capture returns the state and the offset of the last command in it.
@@ -50,7 +53,7 @@ func (m *Meta) capture() (metaState, int64) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	s := metaState{ClusterID: m.clusterID, LastProducerID: m.lastProducerID,
-		Topics: map[string]Topic{}, Offsets: map[string]map[string]GroupOffset{}}
+		Topics: map[string]Topic{}, Offsets: map[string]map[string]GroupOffset{}, Brokers: maps.Clone(m.brokers)}
 	for name, t := range m.topics {
 		s.Topics[name] = copyTopic(t)
 	}
@@ -88,6 +91,10 @@ func (m *Meta) install(st *metaState) {
 		m.offsets = map[string]map[string]GroupOffset{}
 	}
 	m.lastProducerID = st.LastProducerID
+	m.brokers = st.Brokers
+	if m.brokers == nil {
+		m.brokers = map[int32]Registration{}
+	}
 }
 
 // Packed snapshots.

@@ -10,9 +10,15 @@ import (
 
 // Metadata: v0–12.
 //
-// Answers the live brokers, the cluster id (v2+), the controller id (v1+)
-// and the requested topics: every topic for a null list (v1+) or an empty
-// one (v0), none for an empty list (v1+). Each topic has its error, name,
+// Answers the brokers, the cluster id (v2+), the controller id (v1+) and
+// the requested topics: every topic for a null list (v1+) or an empty one
+// (v0), none for an empty list (v1+). The brokers are the live ones and
+// every other one the answer names (a leader, replica or the controller)
+// that Broker.LookupBroker knows, at its registered address: an answer
+// never names a leader or controller it does not list (one it cannot
+// look up is answered as none: leader -1 with LEADER_NOT_AVAILABLE,
+// controller -1); a replica it cannot look up stays in the replicas, as
+// Kafka lists offline replicas. Each topic has its error, name,
 // id (v10+), internal flag (v1+) and partitions with their error, leader,
 // leader epoch (v7+), replicas, ISR and offline replicas (v5+).
 //
@@ -29,14 +35,17 @@ import (
 // requested" (-2147483648).
 func (s *Server) metadata(c *call, req *kmsg.MetadataRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	for _, b := range s.b.Brokers() {
-		rb := kmsg.NewMetadataResponseBroker()
-		rb.NodeID, rb.Host, rb.Port, rb.Rack = b.NodeID, b.Host, b.Port, b.Rack
-		resp.Brokers = append(resp.Brokers, rb)
-	}
+	bs := s.newBrokerSet()
+	defer func() { // the brokers, once the topics have named theirs
+		for _, b := range bs.list {
+			rb := kmsg.NewMetadataResponseBroker()
+			rb.NodeID, rb.Host, rb.Port, rb.Rack = b.NodeID, b.Host, b.Port, b.Rack
+			resp.Brokers = append(resp.Brokers, rb)
+		}
+	}()
 	cluster := s.b.ClusterID()
 	resp.ClusterID = &cluster
-	resp.ControllerID = s.b.ControllerID()
+	resp.ControllerID = bs.nameOr(s.b.ControllerID())
 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
@@ -44,7 +53,7 @@ func (s *Server) metadata(c *call, req *kmsg.MetadataRequest) (kmsg.Response, er
 			if t.Err != nil {
 				continue
 			}
-			resp.Topics = append(resp.Topics, s.metadataTopic(t, nil))
+			resp.Topics = append(resp.Topics, s.metadataTopic(t, nil, bs))
 		}
 		return resp, nil
 	}
@@ -105,17 +114,17 @@ func (s *Server) metadata(c *call, req *kmsg.MetadataRequest) (kmsg.Response, er
 			t = TopicInfo{Name: sl.name, Err: kerr.UnknownTopicOrPartition}
 		}
 		if t.Err != nil && autoCreate && errors.Is(t.Err, kerr.UnknownTopicOrPartition) {
-			resp.Topics = append(resp.Topics, s.autoCreate(c, sl.name))
+			resp.Topics = append(resp.Topics, s.autoCreate(c, sl.name, bs))
 			continue
 		}
-		resp.Topics = append(resp.Topics, s.metadataTopic(t, nil))
+		resp.Topics = append(resp.Topics, s.metadataTopic(t, nil, bs))
 	}
 	return resp, nil
 }
 
 // autoCreate creates an unknown topic a Metadata request asked for and
 // describes it.
-func (s *Server) autoCreate(c *call, name string) kmsg.MetadataResponseTopic {
+func (s *Server) autoCreate(c *call, name string, bs *brokerSet) kmsg.MetadataResponseTopic {
 	ctx, cancel := context.WithTimeout(c.ctx, defaultTimeout)
 	defer cancel()
 	err := s.b.CreateTopic(ctx, name, -1, -1, nil, false)
@@ -136,18 +145,20 @@ func (s *Server) autoCreate(c *call, name string) kmsg.MetadataResponseTopic {
 		mt.ErrorCode = kerr.LeaderNotAvailable.Code
 		return mt
 	}
+	mt := s.metadataTopic(infos[0], nil, bs)
 	led := false
-	for _, p := range infos[0].Partitions {
+	for _, p := range mt.Partitions {
 		led = led || p.Leader >= 0
 	}
 	if !led {
-		return s.metadataTopic(infos[0], kerr.LeaderNotAvailable)
+		mt.ErrorCode = kerr.LeaderNotAvailable.Code
 	}
-	return s.metadataTopic(infos[0], nil)
+	return mt
 }
 
-// metadataTopic describes t; topicErr, when set, overrides its error.
-func (s *Server) metadataTopic(t TopicInfo, topicErr error) kmsg.MetadataResponseTopic {
+// metadataTopic describes t, listing in bs every broker it names;
+// topicErr, when set, overrides its error.
+func (s *Server) metadataTopic(t TopicInfo, topicErr error, bs *brokerSet) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic = &name
@@ -166,6 +177,16 @@ func (s *Server) metadataTopic(t TopicInfo, topicErr error) kmsg.MetadataRespons
 		mp.ErrorCode = s.code(p.Err)
 		mp.Leader = p.Leader
 		mp.LeaderEpoch = p.LeaderEpoch
+		if p.Leader >= 0 && !bs.name(p.Leader) {
+			// A leader no answer could list: the client asks again.
+			mp.Leader = -1
+			if p.Err == nil {
+				mp.ErrorCode = kerr.LeaderNotAvailable.Code
+			}
+		}
+		bs.nameAll(p.Replicas)
+		bs.nameAll(p.ISR)
+		bs.nameAll(p.Offline)
 		mp.Replicas = nonNil(p.Replicas)
 		mp.ISR = nonNil(p.ISR)
 		mp.OfflineReplicas = nonNil(p.Offline)
@@ -190,4 +211,50 @@ func nonNil(s []int32) []int32 {
 		return []int32{}
 	}
 	return s
+}
+
+// brokerSet gathers the brokers an answer lists: the live ones, and
+// every other one it names that Broker.LookupBroker knows.
+type brokerSet struct {
+	b    Broker
+	list []BrokerInfo
+	seen map[int32]bool // listed, or looked up in vain
+	has  map[int32]bool // listed
+}
+
+func (s *Server) newBrokerSet() *brokerSet {
+	bs := &brokerSet{b: s.b, list: s.b.Brokers(), seen: map[int32]bool{}, has: map[int32]bool{}}
+	for _, b := range bs.list {
+		bs.seen[b.NodeID], bs.has[b.NodeID] = true, true
+	}
+	return bs
+}
+
+// name lists broker id when it can be: true when it is listed.
+func (bs *brokerSet) name(id int32) bool {
+	if id < 0 {
+		return false
+	}
+	if !bs.seen[id] {
+		bs.seen[id] = true
+		if b, ok := bs.b.LookupBroker(id); ok && b.NodeID == id {
+			bs.list = append(bs.list, b)
+			bs.has[id] = true
+		}
+	}
+	return bs.has[id]
+}
+
+// nameOr is id when it can be listed, else -1.
+func (bs *brokerSet) nameOr(id int32) int32 {
+	if bs.name(id) {
+		return id
+	}
+	return -1
+}
+
+func (bs *brokerSet) nameAll(ids []int32) {
+	for _, id := range ids {
+		bs.name(id)
+	}
 }

@@ -11,8 +11,8 @@ import (
 //
 // Key type 0 (group; the only one before v1) answers, for every group, the
 // node of GroupBroker.Coordinator and its advertised address:
-// COORDINATOR_NOT_AVAILABLE while none is elected or when it is not among
-// the live brokers. Key type 1 (transaction) is COORDINATOR_NOT_AVAILABLE:
+// COORDINATOR_NOT_AVAILABLE while none is elected or when it is neither
+// among the live brokers nor known to LookupBroker. Key type 1 (transaction) is COORDINATOR_NOT_AVAILABLE:
 // there are no transactions. Other types are INVALID_REQUEST. v4 answers
 // every key of the batch. Errors answer node -1, host "", port -1, and
 // (v1+) a message. A node that no longer coordinates drops its groups.
@@ -58,5 +58,8 @@ func (s *Server) coordinatorAddr(keyType int8) (node int32, host string, port in
 			return b.NodeID, b.Host, b.Port, nil
 		}
 	}
-	return -1, "", -1, fmt.Errorf("%w: group coordinator %d is not a live broker", kerr.CoordinatorNotAvailable, id)
+	if b, ok := s.b.LookupBroker(id); ok && b.NodeID == id {
+		return b.NodeID, b.Host, b.Port, nil
+	}
+	return -1, "", -1, fmt.Errorf("%w: group coordinator %d is neither a live broker nor known", kerr.CoordinatorNotAvailable, id)
 }

@@ -27,6 +27,13 @@ type Broker interface {
 	ControllerID() int32
 	// Brokers lists the live brokers with their advertised Kafka address.
 	Brokers() []BrokerInfo
+	// LookupBroker returns broker id's advertised Kafka address when it
+	// is not among Brokers but the cluster knows it (registered, not a
+	// live member as this node sees it); false when it is unknown. An
+	// answer that names a broker (a partition's leader or replica, the
+	// controller, the group coordinator) lists it, looked up so when it
+	// is not live, and names no leader it cannot list.
+	LookupBroker(id int32) (BrokerInfo, bool)
 	// Topics describes the named topics, or every topic when names is nil.
 	// A name that does not exist is returned with Err set (wrapping
 	// kerr.UnknownTopicOrPartition).

@@ -42,6 +42,12 @@ type memBroker struct {
 	commits atomic.Int64 // CommitOffsets calls
 	// clock, when set, tells the commit times (else time.Now).
 	clock clock
+
+	// leaders names another node the leader of some partitions (by
+	// "topic/partition"), and registered the brokers LookupBroker knows
+	// besides the live one (both under mu).
+	leaders    map[string]int32
+	registered map[int32]BrokerInfo
 }
 
 type memTopic struct {
@@ -103,6 +109,13 @@ func (b *memBroker) Brokers() []BrokerInfo {
 	return []BrokerInfo{{NodeID: b.node, Host: b.host, Port: b.port.Load()}}
 }
 
+func (b *memBroker) LookupBroker(id int32) (BrokerInfo, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bi, ok := b.registered[id]
+	return bi, ok
+}
+
 func (b *memBroker) Topics(names []string) []TopicInfo {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -121,10 +134,14 @@ func (b *memBroker) Topics(names []string) []TopicInfo {
 		}
 		ti := TopicInfo{Name: n, ID: t.id}
 		for i, p := range t.parts {
-			ti.Partitions = append(ti.Partitions, PartitionInfo{
+			pi := PartitionInfo{
 				Partition: int32(i), Leader: b.node, LeaderEpoch: p.epoch.Load(),
 				Replicas: []int32{b.node}, ISR: []int32{b.node},
-			})
+			}
+			if l, ok := b.leaders[fmt.Sprintf("%s/%d", n, i)]; ok {
+				pi.Leader, pi.Replicas, pi.ISR = l, []int32{l, b.node}, []int32{l, b.node}
+			}
+			ti.Partitions = append(ti.Partitions, pi)
 		}
 		out = append(out, ti)
 	}

@@ -25,19 +25,36 @@ func (b broker) ControllerID() int32 { return b.n.ControllerID() }
 func (b broker) Brokers() []rpc.BrokerInfo {
 	var out []rpc.BrokerInfo
 	for _, m := range b.n.Brokers() {
-		host, port, err := net.SplitHostPort(m.KafkaAddr)
-		if err != nil {
-			continue
+		if bi, ok := kafkaBroker(m); ok {
+			out = append(out, bi)
 		}
-		p, _ := strconv.Atoi(port)
-		bi := rpc.BrokerInfo{NodeID: m.NodeID, Host: host, Port: int32(p)}
-		if m.Rack != "" {
-			r := m.Rack
-			bi.Rack = &r
-		}
-		out = append(out, bi)
 	}
 	return out
+}
+
+// LookupBroker is a registered broker that is not a live member here
+// (cluster.Node.LookupBroker).
+func (b broker) LookupBroker(id int32) (rpc.BrokerInfo, bool) {
+	m, _, ok := b.n.LookupBroker(id)
+	if !ok {
+		return rpc.BrokerInfo{}, false
+	}
+	return kafkaBroker(m)
+}
+
+// kafkaBroker is a broker at its advertised Kafka address.
+func kafkaBroker(m cluster.BrokerInfo) (rpc.BrokerInfo, bool) {
+	host, port, err := net.SplitHostPort(m.KafkaAddr)
+	if err != nil {
+		return rpc.BrokerInfo{}, false
+	}
+	p, _ := strconv.Atoi(port)
+	bi := rpc.BrokerInfo{NodeID: m.NodeID, Host: host, Port: int32(p)}
+	if m.Rack != "" {
+		r := m.Rack
+		bi.Rack = &r
+	}
+	return bi, true
 }
 
 func (b broker) Topics(names []string) []rpc.TopicInfo {

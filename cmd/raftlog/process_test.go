@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -160,4 +162,133 @@ func tail(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+// TestServeRestartRejoins: three `raftlog serve` processes each started
+// with --join naming node 1's gossip address, as a user starts them.
+// Node 1 stops on SIGTERM (it leaves the membership) and starts again
+// with the same flags, its seed list naming only itself: it rejoins the
+// members it knows, and both sides' /v1/status list all three nodes.
+func TestServeRestartRejoins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "raftlog")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	const n = 3
+	dir := t.TempDir()
+	var args [n][]string
+	var httpAddrs [n]string
+	var gossip0 string
+	for i := 0; i < n; i++ {
+		gossip := clustertest.FreePort(t)
+		if i == 0 {
+			gossip0 = gossip
+		}
+		httpAddrs[i] = clustertest.FreePort(t)
+		args[i] = []string{"serve", "--node-id", fmt.Sprint(i + 1), "--data-dir", filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
+			"--kafka-addr", clustertest.FreePort(t), "--raft-addr", clustertest.FreePort(t), "--gossip-addr", gossip,
+			"--http-addr", httpAddrs[i], "--join", gossip0, "--log-level", "info"}
+	}
+	procs := make([]*exec.Cmd, n)
+	start := func(i int) {
+		cmd := exec.Command(bin, args[i]...)
+		logf, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("n%d.log", i+1)), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs[i] = cmd
+		t.Cleanup(func() {
+			if cmd.ProcessState == nil {
+				cmd.Process.Kill()
+				cmd.Wait()
+			}
+			logf.Close()
+			if t.Failed() {
+				b, _ := os.ReadFile(logf.Name())
+				t.Logf("log of node %d:\n%s", i+1, tail(string(b), 3000))
+			}
+		})
+	}
+	for i := 0; i < n; i++ {
+		start(i)
+	}
+	// members polls node i's /v1/status for the node ids of its members.
+	members := func(i int) ([]int32, error) {
+		hc := &http.Client{Timeout: 2 * time.Second}
+		resp, err := hc.Get("http://" + httpAddrs[i] + "/v1/status")
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		var st node.Status
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			return nil, err
+		}
+		var ids []int32
+		for _, b := range st.Brokers {
+			ids = append(ids, b.NodeID)
+		}
+		slices.Sort(ids)
+		return ids, nil
+	}
+	all := []int32{1, 2, 3}
+	everyoneSeesAll := func(what string) {
+		t.Helper()
+		clustertest.Eventually(t, 90*time.Second, func() error {
+			for i := 0; i < n; i++ {
+				ids, err := members(i)
+				if err != nil {
+					return fmt.Errorf("%s: node %d: %v", what, i+1, err)
+				}
+				if !slices.Equal(ids, all) {
+					return fmt.Errorf("%s: node %d lists members %v, want %v", what, i+1, ids, all)
+				}
+			}
+			return nil
+		})
+	}
+	everyoneSeesAll("first start")
+	// Every node registered (its gossip address is in the metadata on
+	// node 1's disk) before node 1 stops: /readyz says so.
+	clustertest.Eventually(t, 60*time.Second, func() error {
+		for i := 0; i < n; i++ {
+			resp, err := http.Get("http://" + httpAddrs[i] + "/readyz")
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("node %d not ready: %s", i+1, resp.Status)
+			}
+		}
+		return nil
+	})
+	procs[0].Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- procs[0].Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("node 1 exit after SIGTERM: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("node 1 did not stop after SIGTERM")
+	}
+	clustertest.Eventually(t, 30*time.Second, func() error {
+		ids, err := members(1)
+		if err != nil || slices.Contains(ids, 1) {
+			return fmt.Errorf("node 2 still lists node 1 after it left: %v %v", ids, err)
+		}
+		return nil
+	})
+	start(0)
+	everyoneSeesAll("after node 1's restart")
 }

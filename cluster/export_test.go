@@ -1,0 +1,30 @@
+package cluster
+
+// ForgetMember drops node id from this node's view of the live members,
+// as if its gossip had not seen it (until memberlist tells of it again).
+func (n *Node) ForgetMember(id int32) {
+	n.membersMu.Lock()
+	defer n.membersMu.Unlock()
+	for name, b := range n.members {
+		if b.NodeID == id {
+			delete(n.members, name)
+		}
+	}
+}
+
+// Unregister drops node id from this node's copy of the broker registry.
+func (n *Node) Unregister(id int32) {
+	n.meta.mu.Lock()
+	defer n.meta.mu.Unlock()
+	delete(n.meta.brokers, id)
+}
+
+// RejoinTargets lists the known nodes missing from this node's gossip
+// view with the gossip address the rejoin loop would join each at.
+func (n *Node) RejoinTargets() map[int32]string {
+	out := map[int32]string{}
+	for _, t := range n.missingMembers() {
+		out[t.id] = n.gossipAddrOf(t)
+	}
+	return out
+}
