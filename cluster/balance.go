@@ -67,7 +67,7 @@ func (n *Node) healLoop() {
 			return
 		case <-t.C:
 		}
-		if !n.ctrl.IsLeader() || n.meta.ClusterID() == "" {
+		if !n.ctl.r.IsLeader() || n.meta.ClusterID() == "" {
 			n.heal = healState{}
 			continue
 		}

@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -42,6 +44,26 @@ type rpcResponse struct {
 	Gossip string `json:"gossip,omitempty"`
 }
 
+// controller is this node's part in the metadata Raft group: its replica
+// of the controller log (every node holds one, the first nodes as
+// voters), the appends of commands through the group's leader, the loop
+// that applies what is committed to the metadata, and the metadata
+// snapshots (snapshot.go). The Node's admin methods (CreateTopic and the
+// others) check a request against the metadata and append its command
+// here.
+type controller struct {
+	n    *Node
+	r    *replication.Replica // nil until Start opens it
+	meta *Meta
+	// appendMu is held shared by every append of a metadata command and
+	// alone by a snapshot's (snapshot.go).
+	appendMu     sync.RWMutex
+	snapshotting atomic.Bool
+	// snapshotRetryAt is the applied offset below which a failed
+	// snapshot is not tried again.
+	snapshotRetryAt atomic.Int64
+}
+
 func (n *Node) serveRPC() {
 	defer n.wg.Done()
 	for {
@@ -60,7 +82,7 @@ func (n *Node) serveRPC() {
 			switch req.Op {
 			case "append":
 				ctx, cancel := context.WithTimeout(n.ctx, 20*time.Second)
-				off, err := n.appendCommand(ctx, req.Cmd)
+				off, err := n.ctl.appendCommand(ctx, req.Cmd)
 				cancel()
 				resp.Offset = off
 				if err != nil {
@@ -78,18 +100,18 @@ func (n *Node) serveRPC() {
 	}
 }
 
-// controllerAppend commits a command through the controller leader and
+// append commits a command through the controller leader and
 // waits until this node has applied it. It returns the command's offset.
-func (n *Node) controllerAppend(ctx context.Context, c command) (int64, error) {
+func (ctl *controller) append(ctx context.Context, c command) (int64, error) {
 	var off int64
 	for attempt := 0; ; attempt++ {
 		var err error
-		if n.ctrl.IsLeader() {
-			off, err = n.appendCommand(ctx, c)
-		} else if id, addr := n.ctrl.Leader(); id == "" {
+		if ctl.r.IsLeader() {
+			off, err = ctl.appendCommand(ctx, c)
+		} else if id, addr := ctl.r.Leader(); id == "" {
 			err = kerr.NotController
 		} else {
-			off, err = n.forward(ctx, addr, c)
+			off, err = ctl.forward(ctx, addr, c)
 		}
 		if err == nil {
 			break
@@ -104,14 +126,14 @@ func (n *Node) controllerAppend(ctx context.Context, c command) (int64, error) {
 		case <-time.After(100 * time.Millisecond): // the controller is electing: retry
 		}
 	}
-	if err := n.waitApplied(ctx, off+1); err != nil {
+	if err := ctl.waitApplied(ctx, off+1); err != nil {
 		return -1, kerr.RequestTimedOut
 	}
 	return off, nil
 }
 
-func (n *Node) forward(ctx context.Context, addr raft.ServerAddress, c command) (int64, error) {
-	resp, err := n.call(ctx, addr, rpcRequest{Op: "append", Cmd: c})
+func (ctl *controller) forward(ctx context.Context, addr raft.ServerAddress, c command) (int64, error) {
+	resp, err := ctl.n.call(ctx, addr, rpcRequest{Op: "append", Cmd: c})
 	if err != nil {
 		return -1, kerr.NotController
 	}
@@ -125,26 +147,26 @@ func (n *Node) forward(ctx context.Context, addr raft.ServerAddress, c command) 
 }
 
 // applyLoop applies the controller's committed commands to the metadata.
-func (n *Node) applyLoop() {
-	defer n.wg.Done()
+func (ctl *controller) applyLoop() {
+	defer ctl.n.wg.Done()
 	for {
 		// From the log start when it moved past what was applied (a
 		// snapshot is there), and only once something lies past it.
-		applied := max(n.meta.Applied(), n.ctrl.Log().StartOffset())
-		hw := n.ctrl.WaitHighWatermark(n.ctx, applied)
+		applied := max(ctl.meta.Applied(), ctl.r.Log().StartOffset())
+		hw := ctl.r.WaitHighWatermark(ctl.n.ctx, applied)
 		select {
-		case <-n.stop:
+		case <-ctl.n.stop:
 			return
 		default:
 		}
 		if hw <= applied {
 			continue
 		}
-		p, err := n.ctrl.Read(applied, 1<<20)
+		p, err := ctl.r.Read(applied, 1<<20)
 		if err != nil {
-			n.logger.Error("read metadata", "offset", applied, "error", err)
+			ctl.n.logger.Error("read metadata", "offset", applied, "error", err)
 			select {
-			case <-n.stop:
+			case <-ctl.n.stop:
 				return
 			case <-time.After(time.Second):
 			}
@@ -153,16 +175,16 @@ func (n *Node) applyLoop() {
 		if len(p) == 0 {
 			continue
 		}
-		if err := n.meta.apply(p); err != nil {
-			n.logger.Error("apply metadata", "error", err)
+		if err := ctl.meta.apply(p); err != nil {
+			ctl.n.logger.Error("apply metadata", "error", err)
 			select { // it will not apply better at once
-			case <-n.stop:
+			case <-ctl.n.stop:
 				return
 			case <-time.After(time.Second):
 			}
 		}
-		n.kickReconcile()
-		n.maybeSnapshotController()
+		ctl.n.kickReconcile()
+		ctl.maybeSnapshot()
 	}
 }
 
@@ -200,7 +222,7 @@ func (n *Node) CreateTopic(ctx context.Context, name string, partitions int32, r
 		return nil
 	}
 	assign := assignReplicas(brokers, 0, int(partitions), int(replicas))
-	_, err := n.controllerAppend(ctx, command{Op: "create_topic", Topic: name, TopicID: newTopicID(), Assignment: assign, Configs: configs})
+	_, err := n.ctl.append(ctx, command{Op: "create_topic", Topic: name, TopicID: newTopicID(), Assignment: assign, Configs: configs})
 	return err
 }
 
@@ -245,7 +267,7 @@ func (n *Node) DeleteTopic(ctx context.Context, name string) error {
 	if !ok {
 		return kerr.UnknownTopicOrPartition
 	}
-	_, err := n.controllerAppend(ctx, command{Op: "delete_topic", Topic: name, TopicID: hex.EncodeToString(t.ID[:])})
+	_, err := n.ctl.append(ctx, command{Op: "delete_topic", Topic: name, TopicID: hex.EncodeToString(t.ID[:])})
 	return err
 }
 
@@ -268,7 +290,7 @@ func (n *Node) CreatePartitions(ctx context.Context, name string, count int32, v
 		return nil
 	}
 	assign := assignReplicas(brokers, int(have), int(count-have), rf)
-	_, err := n.controllerAppend(ctx, command{Op: "create_partitions", Topic: name, Assignment: assign, Expect: int(have)})
+	_, err := n.ctl.append(ctx, command{Op: "create_partitions", Topic: name, Assignment: assign, Expect: int(have)})
 	return err
 }
 
@@ -288,7 +310,7 @@ func (n *Node) AlterTopicConfigs(ctx context.Context, name string, set map[strin
 	if validateOnly {
 		return nil
 	}
-	_, err := n.controllerAppend(ctx, command{Op: "alter_configs", Topic: name, Configs: set, Deletes: deletes})
+	_, err := n.ctl.append(ctx, command{Op: "alter_configs", Topic: name, Configs: set, Deletes: deletes})
 	return err
 }
 
@@ -303,66 +325,66 @@ func (n *Node) InitProducerID(ctx context.Context, producerID int64, epoch int16
 	if producerID >= 0 && epoch >= 0 && epoch < math.MaxInt16-1 && producerID <= n.meta.LastProducerID() {
 		return producerID, epoch + 1, nil
 	}
-	off, err := n.controllerAppend(ctx, command{Op: "alloc_producer_id"})
+	off, err := n.ctl.append(ctx, command{Op: "alloc_producer_id"})
 	if err != nil {
 		return -1, -1, err
 	}
 	return off, 0, nil
 }
 
-// bootstrapController forms the controller group on its first start: once
+// bootstrap forms the controller group on its first start: once
 // ExpectNodes members are known, the ControllerVoters lowest node ids are
 // its voters, and the lowest of them bootstraps it.
-func (n *Node) bootstrapController() {
-	if cfg, err := n.ctrl.Configuration(); err != nil || len(cfg.Servers) > 0 {
+func (ctl *controller) bootstrap() {
+	if cfg, err := ctl.r.Configuration(); err != nil || len(cfg.Servers) > 0 {
 		return
 	}
-	if n.ctrl.Term() > 0 {
+	if ctl.r.Term() > 0 {
 		return
 	}
 	// A controller already leads somewhere (this node is new, or was
 	// wiped): it is added by that leader, never a second bootstrap.
-	if _, ok := n.leaders.get(controllerGroup); ok {
+	if _, ok := ctl.n.leaders.get(controllerGroup); ok {
 		return
 	}
-	brokers := n.Brokers()
-	if len(brokers) < n.cfg.ExpectNodes {
+	brokers := ctl.n.Brokers()
+	if len(brokers) < ctl.n.cfg.ExpectNodes {
 		return
 	}
 	voters := brokers
-	if len(voters) > n.cfg.ControllerVoters {
-		voters = voters[:n.cfg.ControllerVoters]
+	if len(voters) > ctl.n.cfg.ControllerVoters {
+		voters = voters[:ctl.n.cfg.ControllerVoters]
 	}
-	if voters[0].NodeID != n.cfg.NodeID {
+	if voters[0].NodeID != ctl.n.cfg.NodeID {
 		return
 	}
 	var servers []raft.Server
 	for _, b := range voters {
 		servers = append(servers, raft.Server{ID: serverID(b.NodeID, b.Incarnation), Address: raft.ServerAddress(b.RaftAddr), Suffrage: raft.Voter})
 	}
-	if err := n.ctrl.Bootstrap(servers); err != nil {
-		n.logger.Warn("controller bootstrap", "error", err)
+	if err := ctl.r.Bootstrap(servers); err != nil {
+		ctl.n.logger.Warn("controller bootstrap", "error", err)
 		return
 	}
-	n.logger.Info("controller bootstrapped", "voters", len(servers))
+	ctl.n.logger.Info("controller bootstrapped", "voters", len(servers))
 }
 
-// leadController is what the controller leader does on every reconcile:
+// lead is what the controller leader does on every reconcile:
 // write the cluster id once, and make every other live node a non-voting
 // member so that every node holds the metadata.
-func (n *Node) leadController() {
-	if n.meta.ClusterID() == "" {
-		ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
-		_, err := n.controllerAppend(ctx, command{Op: "init", ClusterID: newTopicID()[:22]})
+func (ctl *controller) lead() {
+	if ctl.meta.ClusterID() == "" {
+		ctx, cancel := context.WithTimeout(ctl.n.ctx, 10*time.Second)
+		_, err := ctl.append(ctx, command{Op: "init", ClusterID: newTopicID()[:22]})
 		cancel()
 		if err != nil {
-			n.logger.Warn("write cluster id", "error", err)
+			ctl.n.logger.Warn("write cluster id", "error", err)
 		}
 	}
 	// The lowest node ids are the voters (a wiped one comes back as a
 	// non-voter and is promoted once caught up); the others follow as
 	// non-voters so that every node holds the metadata.
-	cfg, err := n.ctrl.Configuration()
+	cfg, err := ctl.r.Configuration()
 	if err != nil {
 		return
 	}
@@ -373,19 +395,19 @@ func (n *Node) leadController() {
 		}
 	}
 	var voters, rest []BrokerInfo
-	for _, b := range n.Brokers() {
+	for _, b := range ctl.n.Brokers() {
 		if voterNode[b.NodeID] {
 			voters = append(voters, b)
 		} else {
 			rest = append(rest, b)
 		}
 	}
-	for len(voters) < n.cfg.ControllerVoters && len(rest) > 0 && len(voterNode) < n.cfg.ControllerVoters {
+	for len(voters) < ctl.n.cfg.ControllerVoters && len(rest) > 0 && len(voterNode) < ctl.n.cfg.ControllerVoters {
 		voters, rest = append(voters, rest[0]), rest[1:]
 		voterNode[voters[len(voters)-1].NodeID] = true
 	}
-	n.syncMembers(n.ctrl, voters, true)
-	n.syncMembers(n.ctrl, rest, false)
+	ctl.n.syncMembers(ctl.r, voters, true)
+	ctl.n.syncMembers(ctl.r, rest, false)
 }
 
 // syncMembers makes the Raft configuration of a group this node leads hold
@@ -489,14 +511,14 @@ func validateConfigs(c map[string]string) error {
 // CommitOffsets stores a consumer group's committed offsets through the
 // controller (replicated, so a coordinator change loses none).
 func (n *Node) CommitOffsets(ctx context.Context, group string, offs []GroupOffset) error {
-	_, err := n.controllerAppend(ctx, command{Op: "commit_offsets", Group: group, Offsets: offs})
+	_, err := n.ctl.append(ctx, command{Op: "commit_offsets", Group: group, Offsets: offs})
 	return err
 }
 
 // DeleteOffsets deletes committed offsets (all of the group's when offs is
 // empty).
 func (n *Node) DeleteOffsets(ctx context.Context, group string, offs []GroupOffset) error {
-	_, err := n.controllerAppend(ctx, command{Op: "delete_offsets", Group: group, Offsets: offs})
+	_, err := n.ctl.append(ctx, command{Op: "delete_offsets", Group: group, Offsets: offs})
 	return err
 }
 
@@ -507,6 +529,6 @@ func (n *Node) ExpireOffsets(ctx context.Context, group string, offs []GroupOffs
 	if len(offs) == 0 {
 		return nil
 	}
-	_, err := n.controllerAppend(ctx, command{Op: "delete_offsets", Group: group, Offsets: offs, Expire: true})
+	_, err := n.ctl.append(ctx, command{Op: "delete_offsets", Group: group, Offsets: offs, Expire: true})
 	return err
 }

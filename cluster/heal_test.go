@@ -249,7 +249,7 @@ func TestDeadNodeReplicasMove(t *testing.T) {
 	for p := int32(0); p < parts; p++ {
 		for _, id := range tp.Partitions[p] {
 			nd := c.Nodes[id-1]
-			clustertest.WaitFor(t, fmt.Sprintf("every record on node %d's replica of dead-%d", id, p), 30*time.Second, func() bool {
+			clustertest.WaitFor(t, fmt.Sprintf("every record on node %d's replica of dead-%d", id, p), 60*time.Second, func() bool {
 				r, ok := nd.Replica("dead", p)
 				return ok && slices.Equal(values(t, r), want[p])
 			})

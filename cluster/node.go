@@ -20,7 +20,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -127,15 +126,8 @@ type Node struct {
 	gossipAddr  string // this node's gossip address as memberlist advertises it
 	bq          *memberlist.TransmitLimitedQueue
 	meta        *Meta
-	ctrl        *replication.Replica
-	// appendMu is held shared by every append of a metadata command and
-	// alone by a snapshot's (snapshot.go).
-	appendMu     sync.RWMutex
-	snapshotting atomic.Bool
-	// snapshotRetryAt is the applied offset below which a failed
-	// snapshot is not tried again.
-	snapshotRetryAt atomic.Int64
-	leaders         *leaderTable
+	ctl         *controller
+	leaders     *leaderTable
 
 	// members are the live members' broker information by member name,
 	// copied in memberlist's event callbacks, which run under its lock:
@@ -188,6 +180,7 @@ func Start(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, logger: cfg.Logger.With("node", cfg.NodeID), meta: newMeta(), leaders: newLeaderTable(),
 		replicas: map[string]*replication.Replica{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), started: time.Now()}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.ctl = &controller{n: n, meta: n.meta}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -218,12 +211,12 @@ func Start(cfg Config) (*Node, error) {
 		n.mux.Close()
 		return nil, err
 	}
-	if n.ctrl, err = n.openReplica(controllerGroup, controllerGroup, log.Config{RetentionMs: -1, RetentionBytes: -1, SegmentBytes: controllerSegmentBytes}, ""); err != nil {
+	if n.ctl.r, err = n.openReplica(controllerGroup, controllerGroup, log.Config{RetentionMs: -1, RetentionBytes: -1, SegmentBytes: controllerSegmentBytes}, ""); err != nil {
 		n.Close()
 		return nil, err
 	}
 	n.wg.Add(5)
-	go n.applyLoop()
+	go n.ctl.applyLoop()
 	go n.reconcileLoop()
 	go n.leaderLoop()
 	go n.healLoop()
@@ -301,7 +294,7 @@ func (n *Node) Meta() *Meta { return n.meta }
 // ControllerLog returns the start and end offsets of this node's replica
 // of the controller log (the start moves up to each metadata snapshot).
 func (n *Node) ControllerLog() (start, end int64) {
-	l := n.ctrl.Log()
+	l := n.ctl.r.Log()
 	return l.StartOffset(), l.EndOffset()
 }
 
@@ -365,16 +358,16 @@ func (n *Node) Brokers() []BrokerInfo {
 // a few heartbeats (it is likely gone; clients asking meanwhile get "not
 // available" and ask again rather than cache a dead coordinator).
 func (n *Node) ControllerID() int32 {
-	id, _ := n.ctrl.Leader()
+	id, _ := n.ctl.r.Leader()
 	if id == "" {
 		return -1
 	}
-	if !n.ctrl.IsLeader() {
+	if !n.ctl.r.IsLeader() {
 		hb := n.cfg.Raft.HeartbeatTimeout
 		if hb == 0 {
 			hb = time.Second
 		}
-		if last := n.ctrl.Raft().LastContact(); !last.IsZero() && time.Since(last) > hb/2 {
+		if last := n.ctl.r.Raft().LastContact(); !last.IsZero() && time.Since(last) > hb/2 {
 			return -1
 		}
 	}
@@ -480,7 +473,7 @@ func (n *Node) Ready() (bool, string) {
 			return false, "replica " + g + " is not open: " + f.err.Error()
 		}
 	}
-	if err := n.ctrl.WriteError(); err != nil {
+	if err := n.ctl.r.WriteError(); err != nil {
 		return false, "the controller replica stopped by a write error: " + err.Error()
 	}
 	return true, ""
@@ -514,8 +507,8 @@ func (n *Node) Close() error {
 			_ = r.TransferLeadership("", "")
 		}
 	}
-	if n.ctrl != nil && n.ctrl.IsLeader() {
-		_ = n.ctrl.TransferLeadership("", "")
+	if n.ctl.r != nil && n.ctl.r.IsLeader() {
+		_ = n.ctl.r.TransferLeadership("", "")
 	}
 	close(n.stop)
 	n.cancel()
@@ -525,8 +518,8 @@ func (n *Node) Close() error {
 	for _, r := range reps {
 		errs = append(errs, r.Close())
 	}
-	if n.ctrl != nil {
-		errs = append(errs, n.ctrl.Close())
+	if n.ctl.r != nil {
+		errs = append(errs, n.ctl.r.Close())
 	}
 	if n.ml != nil {
 		_ = n.ml.Leave(2 * time.Second)
@@ -557,8 +550,8 @@ func (n *Node) Kill() {
 	for _, r := range reps {
 		r.Kill()
 	}
-	if n.ctrl != nil {
-		n.ctrl.Kill()
+	if n.ctl.r != nil {
+		n.ctl.r.Kill()
 	}
 	if n.ml != nil {
 		n.ml.Shutdown()

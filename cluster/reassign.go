@@ -176,7 +176,7 @@ func (n *Node) ReassignPartition(ctx context.Context, topic string, p int32, rep
 		}
 		c.Replicas = append([]int32(nil), replicas...)
 	}
-	_, err := n.controllerAppend(ctx, c)
+	_, err := n.ctl.append(ctx, c)
 	return err
 }
 
@@ -236,7 +236,7 @@ func (n *Node) driveReassignment(r *replication.Replica, t Topic, p int32, rs Re
 	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
 	defer cancel()
 	c := command{Op: "reassign_done", Topic: t.Name, TopicID: hex.EncodeToString(t.ID[:]), Partition: p, Replicas: rs.Target}
-	if _, err := n.controllerAppend(ctx, c); err != nil {
+	if _, err := n.ctl.append(ctx, c); err != nil {
 		n.logger.Warn("reassignment: commit the new assignment", "group", g, "error", err)
 		return
 	}
@@ -338,7 +338,7 @@ func (n *Node) replaceDeadReplicas(now time.Time) {
 			}
 			delete(h.noSpare, g)
 			ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
-			_, err := n.controllerAppend(ctx, command{Op: "reassign", Topic: t.Name, TopicID: hex.EncodeToString(t.ID[:]), Partition: p, Replicas: target})
+			_, err := n.ctl.append(ctx, command{Op: "reassign", Topic: t.Name, TopicID: hex.EncodeToString(t.ID[:]), Partition: p, Replicas: target})
 			cancel()
 			if err != nil {
 				n.logger.Warn("move a dead node's replicas", "group", g, "error", err)

@@ -37,9 +37,9 @@ func (n *Node) reconcileLoop() {
 
 func (n *Node) reconcile() {
 	n.reopenStopped(time.Now())
-	n.bootstrapController()
-	if n.ctrl.IsLeader() {
-		n.leadController()
+	n.ctl.bootstrap()
+	if n.ctl.r.IsLeader() {
+		n.ctl.lead()
 	}
 	if n.meta.ClusterID() == "" {
 		return
@@ -289,8 +289,8 @@ func (n *Node) leaderLoop() {
 			return
 		case <-t.C:
 		}
-		if n.ctrl.IsLeader() {
-			n.announce(controllerGroup, int32(n.ctrl.Term()))
+		if n.ctl.r.IsLeader() {
+			n.announce(controllerGroup, int32(n.ctl.r.Term()))
 		}
 		n.mu.Lock()
 		reps := make(map[string]*replication.Replica, len(n.replicas))
@@ -313,9 +313,9 @@ func (n *Node) applyRetention() {
 		reps = append(reps, r)
 	}
 	n.mu.Unlock()
-	if n.ctrl != nil {
+	if n.ctl.r != nil {
 		// No retention, but its segments below a snapshot's log start go.
-		reps = append(reps, n.ctrl)
+		reps = append(reps, n.ctl.r)
 	}
 	for _, r := range reps {
 		if _, err := r.ApplyRetention(); err != nil {

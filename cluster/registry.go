@@ -78,7 +78,7 @@ func (n *Node) registered() bool {
 // register appends this node's registration through the controller.
 func (n *Node) register(ctx context.Context) error {
 	r := n.registration()
-	_, err := n.controllerAppend(ctx, command{Op: "register_broker", Broker: &r})
+	_, err := n.ctl.append(ctx, command{Op: "register_broker", Broker: &r})
 	if err == nil {
 		n.logger.Info("registered", "kafka", r.KafkaAddr, "raft", r.RaftAddr, "gossip", r.GossipAddr, "http", r.HTTPAddr)
 	}

@@ -92,7 +92,7 @@ func (n *Node) missingMembers() []rejoinTarget {
 			known[r.NodeID] = rejoinTarget{id: r.NodeID, gossip: r.GossipAddr, raft: raft.ServerAddress(r.RaftAddr)}
 		}
 	}
-	if cfg, err := n.ctrl.Configuration(); err == nil {
+	if cfg, err := n.ctl.r.Configuration(); err == nil {
 		for _, s := range cfg.Servers {
 			id := nodeOf(s.ID)
 			if _, ok := known[id]; id < 0 || ok || live[id] {

@@ -249,64 +249,64 @@ func (m *Meta) snapshotAt(offset int64) bool {
 // appendCommand appends a command on the controller's leader; snapshots
 // exclude every other append (see above), and only snapshotController
 // appends one.
-func (n *Node) appendCommand(ctx context.Context, c command) (int64, error) {
+func (ctl *controller) appendCommand(ctx context.Context, c command) (int64, error) {
 	if c.Op == "snapshot" {
 		return -1, errors.New("cluster: a snapshot is appended only by the controller's leader itself")
 	}
-	n.appendMu.RLock()
-	defer n.appendMu.RUnlock()
-	return n.ctrl.Append(ctx, encodeCommand(c), replication.AcksAll)
+	ctl.appendMu.RLock()
+	defer ctl.appendMu.RUnlock()
+	return ctl.r.Append(ctx, encodeCommand(c), replication.AcksAll)
 }
 
-// maybeSnapshotController starts a snapshot of the metadata when this node
+// maybeSnapshot starts a snapshot of the metadata when this node
 // leads the controller and enough commands were applied since the last.
-func (n *Node) maybeSnapshotController() {
-	every := int64(n.cfg.ControllerSnapshotCommands)
+func (ctl *controller) maybeSnapshot() {
+	every := int64(ctl.n.cfg.ControllerSnapshotCommands)
 	if every == 0 {
 		every = DefaultControllerSnapshotCommands
 	}
-	if every < 0 || n.meta.sinceSnapshot() < every || n.meta.Applied() < n.snapshotRetryAt.Load() || !n.ctrl.IsLeader() {
+	if every < 0 || ctl.meta.sinceSnapshot() < every || ctl.meta.Applied() < ctl.snapshotRetryAt.Load() || !ctl.r.IsLeader() {
 		return
 	}
 	// Not while this node is still applying (a new leader replaying its
 	// log): the snapshot would hold every append for that long.
-	if n.meta.Applied() < n.ctrl.HighWatermark() || !n.snapshotting.CompareAndSwap(false, true) {
+	if ctl.meta.Applied() < ctl.r.HighWatermark() || !ctl.snapshotting.CompareAndSwap(false, true) {
 		return
 	}
-	n.wg.Add(1)
+	ctl.n.wg.Add(1)
 	go func() {
-		defer n.wg.Done()
-		defer n.snapshotting.Store(false)
-		ctx, cancel := context.WithTimeout(n.ctx, 30*time.Second)
+		defer ctl.n.wg.Done()
+		defer ctl.snapshotting.Store(false)
+		ctx, cancel := context.WithTimeout(ctl.n.ctx, 30*time.Second)
 		defer cancel()
-		if err := n.snapshotController(ctx); err != nil {
+		if err := ctl.snapshot(ctx); err != nil {
 			// Not again before as many offsets more.
-			n.snapshotRetryAt.Store(n.meta.Applied() + every)
-			n.logger.Warn("controller snapshot", "error", err)
+			ctl.snapshotRetryAt.Store(ctl.meta.Applied() + every)
+			ctl.n.logger.Warn("controller snapshot", "error", err)
 		}
 	}()
 }
 
-// snapshotController appends a snapshot of the metadata and moves the
+// snapshot appends a snapshot of the metadata and moves the
 // controller log's start up to it.
-func (n *Node) snapshotController(ctx context.Context) error {
+func (ctl *controller) snapshot(ctx context.Context) error {
 	var size, parts int
 	var last int64
 	off, err := func() (int64, error) {
-		n.appendMu.Lock()
-		defer n.appendMu.Unlock()
+		ctl.appendMu.Lock()
+		defer ctl.appendMu.Unlock()
 		// Every command appended so far is applied here (the appends
 		// under way have returned), so the state is the log's. This node
 		// was caught up a moment ago: a wait longer than a few seconds
 		// means it no longer leads, and appends wait meanwhile.
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := n.waitApplied(wctx, n.ctrl.HighWatermark())
+		err := ctl.waitApplied(wctx, ctl.r.HighWatermark())
 		cancel()
 		if err != nil {
 			return -1, err
 		}
-		st, after := n.meta.capture()
-		batches, err := snapshotBatches(st, after, n.ctrl.Log().Config().MaxBatchBytes)
+		st, after := ctl.meta.capture()
+		batches, err := snapshotBatches(st, after, ctl.r.Log().Config().MaxBatchBytes)
 		if err != nil {
 			return -1, err
 		}
@@ -314,7 +314,7 @@ func (n *Node) snapshotController(ctx context.Context) error {
 		first := int64(-1)
 		for _, b := range batches {
 			size += len(b)
-			if last, err = n.ctrl.Append(ctx, b, replication.AcksAll); err != nil {
+			if last, err = ctl.r.Append(ctx, b, replication.AcksAll); err != nil {
 				return -1, err
 			}
 			if first < 0 {
@@ -326,25 +326,25 @@ func (n *Node) snapshotController(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := n.waitApplied(ctx, last+1); err != nil {
+	if err := ctl.waitApplied(ctx, last+1); err != nil {
 		return err
 	}
-	if !n.meta.snapshotAt(off) {
+	if !ctl.meta.snapshotAt(off) {
 		return fmt.Errorf("the snapshot at %d was not applied as the state (a command came between)", off)
 	}
-	start, err := n.ctrl.DeleteRecords(ctx, off)
+	start, err := ctl.r.DeleteRecords(ctx, off)
 	if err != nil {
 		return fmt.Errorf("move the controller log start to the snapshot at %d: %w", off, err)
 	}
-	n.logger.Info("controller snapshot", "offset", off, "bytes", size, "parts", parts, "log_start", start)
+	ctl.n.logger.Info("controller snapshot", "offset", off, "bytes", size, "parts", parts, "log_start", start)
 	return nil
 }
 
 // waitApplied waits until this node has applied the metadata below offset.
-func (n *Node) waitApplied(ctx context.Context, offset int64) error {
+func (ctl *controller) waitApplied(ctx context.Context, offset int64) error {
 	for {
-		ch := n.meta.changes()
-		if n.meta.Applied() >= offset {
+		ch := ctl.meta.changes()
+		if ctl.meta.Applied() >= offset {
 			return nil
 		}
 		select {

@@ -77,11 +77,16 @@ func waitGroupAtEnd(t *testing.T, c *clustertest.Cluster, group, topic string) {
 	adm := kadm.NewClient(c.Client())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
 	clustertest.Eventually(t, 60*time.Second, func() error {
+		// Asked again each time: an election (on a loaded machine) makes
+		// a partition answer LEADER_NOT_AVAILABLE for a moment.
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err != nil {
+			return err
+		}
 		fetched, err := adm.FetchOffsets(ctx, group)
 		if err != nil {
 			return err
