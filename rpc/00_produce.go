@@ -304,7 +304,7 @@ func (s *Server) appendRecords(ctx context.Context, p Partition, records []byte,
 func splitBatches(records []byte) ([]log.Batch, error) {
 	batches, err := log.SplitBatches(records, 0)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", kerr.CorruptMessage, err)
 	}
 	for _, b := range batches {
 		attrs := b.Attributes()

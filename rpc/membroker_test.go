@@ -350,7 +350,7 @@ func (p *memPart) Append(ctx context.Context, batch []byte, acks int) (int64, er
 	defer p.mu.Unlock()
 	info, err := p.l.Append(batch, p.epoch.Load())
 	if err != nil {
-		return -1, err
+		return -1, logErr(err)
 	}
 	p.hw = p.l.EndOffset()
 	close(p.changed)
@@ -365,7 +365,26 @@ func (p *memPart) HighWatermark() int64 {
 }
 
 func (p *memPart) Read(offset int64, maxBytes int) ([]byte, error) {
-	return p.l.Read(offset, maxBytes, p.HighWatermark())
+	b, err := p.l.Read(offset, maxBytes, p.HighWatermark())
+	return b, logErr(err)
+}
+
+// logErr gives the log's errors their Kafka codes, as a Broker must
+// before its errors reach the handlers.
+func logErr(err error) error {
+	for _, m := range []struct {
+		sentinel error
+		code     *kerr.Error
+	}{
+		{log.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
+		{log.ErrBatchTooLarge, kerr.MessageTooLarge},
+		{log.ErrCorruptBatch, kerr.CorruptMessage},
+	} {
+		if errors.Is(err, m.sentinel) {
+			return fmt.Errorf("%w: %w", m.code, err)
+		}
+	}
+	return err
 }
 
 func (p *memPart) WaitHighWatermark(ctx context.Context, past int64) int64 {

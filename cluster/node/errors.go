@@ -12,50 +12,53 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// The Kafka error codes of the node's own errors: what a replica, Raft or
-// the log return is mapped here to the code a client must see, wrapped so
-// that the message still says what happened. rpc maps what reaches it
-// unwrapped (a *kerr.Error anywhere in the chain wins; the log's sentinels
-// and expired contexts have codes of their own there).
-
-// appendError maps an append's error to the Kafka error the producer must
-// see.
-func appendError(err error) error {
+// kafkaErr is the one mapping from the node's errors to the Kafka error a
+// client must see. Every error the node hands to the Kafka front end
+// passes through it: what the cluster already answers with a Kafka code
+// (validation, NOT_CONTROLLER, UNKNOWN_TOPIC_OR_PARTITION) is kept, what a
+// replica, Raft or the log return is wrapped in the code clients switch
+// on, keeping the message that says what happened. rpc reads the code
+// from the chain (errors.As) and answers UNKNOWN_SERVER_ERROR for an
+// error left unmapped.
+func kafkaErr(err error) error {
+	var ke *kerr.Error
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &ke):
+		return err
 	case errors.As(err, new(*replication.NotLeaderError)):
-		return kerr.NotLeaderForPartition
+		// Leadership moved: the producer refreshes metadata and retries.
+		return wrapCode(kerr.NotLeaderForPartition, err)
 	case errors.Is(err, replication.ErrOutOfOrderSequence):
-		return fmt.Errorf("%w: %v", kerr.OutOfOrderSequenceNumber, err)
+		return wrapCode(kerr.OutOfOrderSequenceNumber, err)
 	case errors.Is(err, replication.ErrProducerFenced):
-		return fmt.Errorf("%w: %v", kerr.InvalidProducerEpoch, err)
+		return wrapCode(kerr.InvalidProducerEpoch, err)
 	case errors.Is(err, replication.ErrDuplicateSequence):
-		return fmt.Errorf("%w: %v", kerr.DuplicateSequenceNumber, err)
-	}
-	return retriable(err)
-}
-
-// retriable maps the errors of a replica going away (topic deleted, node
-// shutting down, leadership moving) to codes clients retry on.
-func retriable(err error) error {
-	switch {
-	case err == nil:
-		return nil
+		return wrapCode(kerr.DuplicateSequenceNumber, err)
 	case errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, log.ErrClosed), errors.Is(err, os.ErrClosed),
 		errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrNotLeader):
-		return fmt.Errorf("%w: %v", kerr.NotLeaderForPartition, err)
-	case errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("%w: %v", kerr.RequestTimedOut, err)
+		// The replica is going away (topic deleted, node stopping,
+		// leadership moving): clients retry elsewhere.
+		return wrapCode(kerr.NotLeaderForPartition, err)
+	case errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, context.Canceled):
+		return wrapCode(kerr.RequestTimedOut, err)
+	case errors.Is(err, log.ErrWrite):
+		// The log failed a write (a full disk): retriable, the partition
+		// moves on to another leader.
+		return wrapCode(kerr.KafkaStorageError, err)
+	case errors.Is(err, log.ErrCorruptBatch):
+		return wrapCode(kerr.CorruptMessage, err)
+	case errors.Is(err, log.ErrBatchTooLarge):
+		return wrapCode(kerr.MessageTooLarge, err)
+	case errors.Is(err, log.ErrOffsetOutOfRange):
+		return wrapCode(kerr.OffsetOutOfRange, err)
 	}
 	return err
 }
 
-// deleteRecordsError maps a DeleteRecords error: a replica that lost the
-// leadership answers NOT_LEADER_OR_FOLLOWER, as an append does.
-func deleteRecordsError(err error) error {
-	if errors.As(err, new(*replication.NotLeaderError)) {
-		return fmt.Errorf("%w: %v", kerr.NotLeaderForPartition, err)
-	}
-	return retriable(err)
+// wrapCode wraps err in the Kafka error code, keeping err's message.
+func wrapCode(code *kerr.Error, err error) error {
+	return fmt.Errorf("%w: %w", code, err)
 }

@@ -88,21 +88,21 @@ func (b broker) Topics(names []string) []rpc.TopicInfo {
 }
 
 func (b broker) CreateTopic(ctx context.Context, name string, partitions int32, replication int16, configs map[string]string, validateOnly bool) error {
-	return b.n.CreateTopic(ctx, name, partitions, replication, configs, validateOnly)
+	return kafkaErr(b.n.CreateTopic(ctx, name, partitions, replication, configs, validateOnly))
 }
 
 func (b broker) DeleteTopic(ctx context.Context, name string) error {
-	return b.n.DeleteTopic(ctx, name)
+	return kafkaErr(b.n.DeleteTopic(ctx, name))
 }
 
 func (b broker) CreatePartitions(ctx context.Context, name string, count int32, validateOnly bool) error {
-	return b.n.CreatePartitions(ctx, name, count, validateOnly)
+	return kafkaErr(b.n.CreatePartitions(ctx, name, count, validateOnly))
 }
 
 func (b broker) TopicConfigs(name string) ([]rpc.ConfigEntry, error) {
 	set, err := b.n.TopicConfigs(name)
 	if err != nil {
-		return nil, err
+		return nil, kafkaErr(err)
 	}
 	var out []rpc.ConfigEntry
 	for _, k := range cluster.TopicConfigNames() {
@@ -133,13 +133,13 @@ func (b broker) AlterTopicConfigs(ctx context.Context, name string, changes []rp
 			return kerr.InvalidConfig
 		}
 	}
-	return b.n.AlterTopicConfigs(ctx, name, set, dels, validateOnly)
+	return kafkaErr(b.n.AlterTopicConfigs(ctx, name, set, dels, validateOnly))
 }
 
 func (b broker) Partition(topic string, p int32) (rpc.Partition, error) {
 	r, err := b.n.LeaderPartition(topic, p)
 	if err != nil {
-		return nil, err
+		return nil, kafkaErr(err)
 	}
 	return partition{r: r}, nil
 }
@@ -148,7 +148,8 @@ func (b broker) InitProducerID(ctx context.Context, transactionalID *string, pro
 	if transactionalID != nil {
 		return -1, -1, kerr.TransactionalIDAuthorizationFailed
 	}
-	return b.n.InitProducerID(ctx, producerID, epoch)
+	id, e, err := b.n.InitProducerID(ctx, producerID, epoch)
+	return id, e, kafkaErr(err)
 }
 
 var (
@@ -165,7 +166,7 @@ func (b broker) CommitOffsets(ctx context.Context, group string, offs []rpc.Comm
 	for _, o := range offs {
 		gs = append(gs, cluster.GroupOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata})
 	}
-	return b.n.CommitOffsets(ctx, group, gs)
+	return kafkaErr(b.n.CommitOffsets(ctx, group, gs))
 }
 
 func (b broker) FetchOffsets(group string, topics []string) ([]rpc.CommittedOffset, error) {
@@ -188,7 +189,7 @@ func (b broker) DeleteOffsets(ctx context.Context, group string, parts []rpc.Top
 	if parts != nil && len(gs) == 0 {
 		return nil
 	}
-	return b.n.DeleteOffsets(ctx, group, gs)
+	return kafkaErr(b.n.DeleteOffsets(ctx, group, gs))
 }
 
 func (b broker) OffsetGroups() []string { return b.n.Meta().OffsetGroups() }
@@ -202,7 +203,7 @@ func (b broker) ExpireOffsets(ctx context.Context, group string, offsets []rpc.C
 		}
 		gs = append(gs, g)
 	}
-	return b.n.ExpireOffsets(ctx, group, gs)
+	return kafkaErr(b.n.ExpireOffsets(ctx, group, gs))
 }
 
 // partition is a led replica seen by the Kafka front end.
@@ -210,24 +211,24 @@ type partition struct{ r *replication.Replica }
 
 func (p partition) Append(ctx context.Context, batch []byte, acks int) (int64, error) {
 	off, err := p.r.Append(ctx, batch, acks)
-	return off, appendError(err)
+	return off, kafkaErr(err)
 }
 
 // StartAppend makes partition an rpc.PipelinedPartition.
 func (p partition) StartAppend(ctx context.Context, batch []byte, acks int) (func() (int64, error), error) {
 	pa, err := p.r.StartAppend(ctx, batch, acks)
 	if err != nil {
-		return nil, appendError(err)
+		return nil, kafkaErr(err)
 	}
 	return func() (int64, error) {
 		off, err := pa.Wait()
-		return off, appendError(err)
+		return off, kafkaErr(err)
 	}, nil
 }
 
 func (p partition) Read(offset int64, maxBytes int) ([]byte, error) {
 	b, err := p.r.ReadRecords(offset, maxBytes)
-	return b, retriable(err)
+	return b, kafkaErr(err)
 }
 func (p partition) HighWatermark() int64 { return p.r.HighWatermark() }
 func (p partition) WaitHighWatermark(ctx context.Context, past int64) int64 {
@@ -237,7 +238,8 @@ func (p partition) LogStartOffset() int64 { return p.r.Log().StartOffset() }
 func (p partition) LeaderEpoch() int32    { return int32(p.r.Term()) }
 
 func (p partition) OffsetForTimestamp(ts int64) (int64, int64, bool, error) {
-	return p.r.Log().OffsetForTimestamp(ts, p.r.HighWatermark())
+	off, epoch, ok, err := p.r.Log().OffsetForTimestamp(ts, p.r.HighWatermark())
+	return off, epoch, ok, kafkaErr(err)
 }
 
 func (p partition) MaxTimestamp() (int64, int64, bool, error) {
@@ -245,17 +247,18 @@ func (p partition) MaxTimestamp() (int64, int64, bool, error) {
 	if ts < 0 {
 		return -1, -1, false, nil
 	}
-	return p.r.Log().OffsetForTimestamp(ts, p.r.HighWatermark())
+	return p.OffsetForTimestamp(ts)
 }
 
 func (p partition) EndOffsetForEpoch(epoch int32) (int64, int32, error) {
-	return p.r.EndOffsetForEpoch(epoch)
+	end, e, err := p.r.EndOffsetForEpoch(epoch)
+	return end, e, kafkaErr(err)
 }
 
 func (p partition) DeleteRecords(ctx context.Context, offset int64) (int64, error) {
 	off, err := p.r.DeleteRecords(ctx, offset)
 	if err != nil {
-		return -1, deleteRecordsError(err)
+		return -1, kafkaErr(err)
 	}
 	return off, nil
 }

@@ -12,7 +12,7 @@ import (
 var _ rpc.ReassignBroker = broker{}
 
 func (b broker) ReassignPartition(ctx context.Context, topic string, p int32, replicas []int32, allowRFChange bool) error {
-	return b.n.ReassignPartition(ctx, topic, p, replicas, allowRFChange)
+	return kafkaErr(b.n.ReassignPartition(ctx, topic, p, replicas, allowRFChange))
 }
 
 func (b broker) Reassignments() []rpc.PartitionReassignment {
