@@ -31,6 +31,13 @@ type Config struct {
 	IndexDir string
 	// Log is the partition configuration.
 	Log log.Config
+	// DenseOffsets is the partition's offset layout, the same on every
+	// replica of the group: true, only produced batches take offsets
+	// (dense from 0, as in Kafka) and Raft's own entries are kept in an
+	// entries file beside the log; false, the legacy layout, where they
+	// are control batches taking an offset each. A replica already on
+	// disk must be in the layout asked for (Open refuses it otherwise).
+	DenseOffsets bool
 	// Mux is the node's shared Raft transport.
 	Mux *Mux
 	// Logger receives everything, Raft's own lines included.

@@ -42,7 +42,10 @@ type tgroup struct {
 	logCfg  log.Config
 	raftCfg RaftConfig
 	noGuard bool
-	logger  hclog.Logger
+	// legacy opens the replicas in the legacy offset layout (Raft's own
+	// entries take offsets); the default is the dense one.
+	legacy bool
+	logger hclog.Logger
 }
 
 func testTimings() RaftConfig {
@@ -98,7 +101,7 @@ func (g *tgroup) startOn(nd *tnode, ln net.Listener) {
 	rep, err := Open(Config{
 		Group: testGroup, NodeID: nd.name, Dir: "/data/" + testGroup, FS: nd.fs, IndexDir: nd.idx,
 		Log: g.logCfg, Mux: nd.mux, Logger: g.logger.Named(nd.name), BootID: nd.boot, Raft: g.raftCfg,
-		disableVoteGuard: g.noGuard, Gate: nd.gate,
+		disableVoteGuard: g.noGuard, Gate: nd.gate, DenseOffsets: !g.legacy,
 	})
 	if err != nil {
 		nd.mux.Close()

@@ -48,6 +48,9 @@ func Open(cfg Config) (*Replica, error) {
 	}
 	fail := func(err error) (*Replica, error) {
 		r.log.Abort()
+		if r.store != nil {
+			r.store.close()
+		}
 		return nil, err
 	}
 	hw, err := r.openState()
@@ -155,7 +158,7 @@ func (r *Replica) openState() (int64, error) {
 		pending = &metas[0]
 	}
 	var replaying bool
-	if r.store, replaying, err = openLogStore(r.log, r.cfg.FS, r.cfg.Dir, pending); err != nil {
+	if r.store, replaying, err = openLogStore(r.log, r.cfg.FS, r.cfg.Dir, pending, r.cfg.DenseOffsets); err != nil {
 		return 0, err
 	}
 	if pending != nil && !replaying {

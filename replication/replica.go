@@ -212,6 +212,9 @@ func (r *Replica) Close() error {
 		if e := r.log.Close(); err == nil {
 			err = e
 		}
+		if e := r.store.close(); err == nil {
+			err = e
+		}
 	})
 	return err
 }
@@ -230,6 +233,7 @@ func (r *Replica) Kill() {
 		r.raft.Shutdown().Error()
 		r.wg.Wait()
 		r.log.Abort()
+		r.store.close()
 	})
 }
 

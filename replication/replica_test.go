@@ -638,23 +638,81 @@ func TestRedundantInstallRefused(t *testing.T) {
 	}
 }
 
-// An idle group whose log ends in Raft's own entries (a new leader's
-// no-op and barrier) has nothing left to commit: CommitLag is 0 on every
-// replica, though those entries hold offsets past the high watermark.
+// An idle group has nothing left to commit after an election: CommitLag
+// is 0 on every replica. In the legacy layout its log ends in Raft's own
+// entries (a new leader's no-op and barrier), which hold offsets past the
+// high watermark; in the dense one they take none, and the log ends at
+// the high watermark.
 func TestCommitLagIdleAfterElection(t *testing.T) {
+	for _, lay := range layouts {
+		t.Run(lay.name, func(t *testing.T) {
+			g := newTestGroup(t, 3, func(g *tgroup) { g.legacy = !lay.dense })
+			a := acked{}
+			ld := g.leader()
+			g.produce(ld, a, 0, 5)
+			g.kill(ld)
+			rest := g.others(ld)
+			nl := g.leader(rest...)
+			waitFor(t, "the new leader's entries committed", 20*time.Second, func() bool {
+				end, hw := nl.rep.Log().EndOffset(), nl.rep.HighWatermark()
+				if lay.dense {
+					return end == hw && hw == 5 && nl.rep.LeaderReady() && nl.rep.CommitLag() == 0
+				}
+				return end > hw && nl.rep.CommitLag() == 0
+			})
+			for _, nd := range rest {
+				waitFor(t, "no commit lag on an idle follower", 20*time.Second, func() bool { return nd.rep.CommitLag() == 0 })
+			}
+			g.produce(nl, a, 5, 5)
+			g.checkConverged(a)
+		})
+	}
+}
+
+// In the dense layout a producer's records are at offsets 0, 1, 2, ...
+// across leader changes and restarts: Raft's own entries (configuration,
+// each new leader's no-op and barrier) take none, on every replica.
+func TestOffsetsDenseAcrossElections(t *testing.T) {
 	g := newTestGroup(t, 3)
 	a := acked{}
 	ld := g.leader()
 	g.produce(ld, a, 0, 5)
 	g.kill(ld)
-	rest := g.others(ld)
-	nl := g.leader(rest...)
-	waitFor(t, "the new leader's entries committed and past the high watermark", 20*time.Second, func() bool {
-		return nl.rep.Log().EndOffset() > nl.rep.HighWatermark() && nl.rep.CommitLag() == 0
-	})
-	for _, nd := range rest {
-		waitFor(t, "no commit lag on an idle follower", 20*time.Second, func() bool { return nd.rep.CommitLag() == 0 })
-	}
+	nl := g.leader(g.others(ld)...)
 	g.produce(nl, a, 5, 5)
+	g.start(ld)
+	g.kill(nl)
+	g.produce(g.leader(g.others(nl)...), a, 10, 5)
+	g.start(nl)
 	g.checkConverged(a)
+	for off := int64(0); off < 15; off++ {
+		if _, ok := a[off]; !ok {
+			t.Fatalf("no batch acknowledged at offset %d: %v", off, offsetsOf(a))
+		}
+	}
+	for _, nd := range g.nodes {
+		l := nd.rep.Log()
+		// 15 batches of a record, and checkConverged's own.
+		if l.StartOffset() != 0 || l.EndOffset() != 16 {
+			t.Fatalf("%s: log [%d, %d), want [0, 16)", nd.name, l.StartOffset(), l.EndOffset())
+		}
+		if err := l.WalkBatches(0, func(b log.Batch) bool {
+			if b.IsControl() {
+				t.Errorf("%s: a control batch at %d", nd.name, b.BaseOffset())
+			}
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// offsetsOf lists the acknowledged base offsets.
+func offsetsOf(a acked) []int64 {
+	var out []int64
+	for off := range a {
+		out = append(out, off)
+	}
+	slices.Sort(out)
+	return out
 }

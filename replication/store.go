@@ -35,6 +35,12 @@ type logStore struct {
 	log *log.Log
 	fs  vfs.FS
 	dir string
+	// side holds the entries that are not produced batches in the dense
+	// layout, where only produced batches take offsets (entryfile.go); an
+	// entry there sits at an offset without taking it, (offset, offset)
+	// in ents. Nil in the legacy layout, where every entry is a batch of
+	// the log and Raft's own take an offset each as control batches.
+	side *entryFile
 
 	mu    sync.RWMutex
 	first uint64     // Raft index of ents[0]; meaningful when len(ents) > 0
@@ -42,7 +48,11 @@ type logStore struct {
 	// next is the index the next StoreLogs must start at when ents is empty
 	// (0: any).
 	next uint64
-	bufs [][]byte
+	// bufs, sides and poss are StoreLogs' scratch: the batches to write,
+	// the entries file's records, and every entry's position.
+	bufs  [][]byte
+	sides []sideEntry
+	poss  []entryPos
 	// cache holds the entries stored last, by index modulo its size: a
 	// leader's replication reads each back for every follower, a
 	// follower's FSM reads each back to apply it. It is bounded in entries
@@ -145,38 +155,144 @@ func decodeAnchor(b []byte) (anchor, bool) {
 // anchor still maps the old log, past the new end or, worse, onto batches
 // that are not the entries it names. The replay resets the log and writes
 // the anchor anew.
-func openLogStore(l *log.Log, fsys vfs.FS, dir string, pending *snapMeta) (s *logStore, replay bool, err error) {
+func openLogStore(l *log.Log, fsys vfs.FS, dir string, pending *snapMeta, dense bool) (s *logStore, replay bool, err error) {
 	s = &logStore{log: l, fs: fsys, dir: dir}
 	a, ok, err := readAnchor(fsys, dir)
+	if err := s.openLayout(dense, ok); err != nil {
+		return nil, false, err
+	}
+	defer func() {
+		if err != nil && s != nil {
+			s.close()
+		}
+	}()
 	if pending != nil && !(err == nil && ok && a.index == pending.Index+1 && a.offset == pending.End && l.EndOffset() >= a.offset) {
 		return s, true, nil
 	}
 	if err != nil {
-		return nil, false, err
+		return s, false, err
 	}
 	if !ok {
 		if l.EndOffset() != l.StartOffset() {
-			return nil, false, fmt.Errorf("replication: %s holds data but no Raft anchor", l.Dir())
+			return s, false, fmt.Errorf("replication: %s holds data but no Raft anchor", l.Dir())
 		}
 		return s, false, nil
 	}
 	end := l.EndOffset()
 	if a.offset > end {
 		// The anchor is written only at fsynced points, so this is damage.
-		return nil, false, fmt.Errorf("replication: anchor offset %d past the log end %d", a.offset, end)
+		return s, false, fmt.Errorf("replication: anchor offset %d past the log end %d", a.offset, end)
 	}
 	s.first, s.next = a.index, a.index
-	if a.offset < end {
+	if s.side != nil {
+		err = s.merge(a)
+	} else if a.offset < end {
 		err = l.WalkBatches(a.offset, func(h log.Batch) bool {
 			s.ents = append(s.ents, entryPos{offset: h.BaseOffset(), next: h.NextOffset()})
 			return true
 		})
-		if err != nil {
-			return nil, false, fmt.Errorf("replication: rebuild Raft index: %w", err)
-		}
+	}
+	if err != nil {
+		return s, false, fmt.Errorf("replication: rebuild Raft index: %w", err)
 	}
 	l.Pin(a.offset)
 	return s, false, nil
+}
+
+// openLayout finds which layout the replica's files are in and opens the
+// entries file of the dense one. A replica with an entries file is dense;
+// one without it but with an anchor or data is legacy, written before the
+// dense layout existed, and keeps it (renumbering its records would move
+// offsets consumers committed); a new replica takes the layout dense
+// asks for, which must be every replica's of the group: the offsets
+// would otherwise differ between them. A replica whose files are not in
+// the layout asked for is refused.
+func (s *logStore) openLayout(dense, anchored bool) error {
+	has, err := entryFileExists(s.fs, s.dir)
+	if err != nil {
+		return fmt.Errorf("replication: %w", err)
+	}
+	legacy := !has && (anchored || s.log.EndOffset() != s.log.StartOffset())
+	switch {
+	case has && !dense:
+		return fmt.Errorf("replication: %s is in the dense offset layout, the partition's is legacy", s.dir)
+	case legacy && dense:
+		return fmt.Errorf("replication: %s is in the legacy offset layout (Raft entries take offsets), the partition's is dense", s.dir)
+	case !dense:
+		return nil
+	}
+	s.side, err = openEntryFile(s.fs, s.dir)
+	return err
+}
+
+// merge rebuilds ents in the dense layout from the anchor: the produced
+// batches of the log from the anchor's offset, with the entries file's
+// records between them by index, each at the offset it names (before
+// the batch starting there). A record past the log end is of an entry
+// the crash lost with the log's tail, stored after the batches that
+// remain: it is cut. Anything else out of place is damage: a record at
+// an offset the batches do not reach by its index, or a batch of a
+// later term with no entry of that term before it (every term's entries
+// start with its leader's no-op, in the entries file).
+func (s *logStore) merge(a anchor) error {
+	side := s.side.ents[s.side.find(a.index):]
+	idx, pos, term, k := a.index, a.offset, uint64(0), 0
+	takeSide := func() error {
+		for k < len(side) && side[k].Index == idx {
+			if side[k].offset != pos {
+				return fmt.Errorf("entry %d of the entries file is at offset %d, the log reaches %d", idx, side[k].offset, pos)
+			}
+			s.ents = append(s.ents, entryPos{offset: pos, next: pos})
+			term = side[k].Term
+			idx++
+			k++
+		}
+		return nil
+	}
+	var ferr error
+	err := s.log.WalkBatches(a.offset, func(h log.Batch) bool {
+		if ferr = takeSide(); ferr != nil {
+			return false
+		}
+		if k < len(side) && side[k].offset < h.NextOffset() {
+			ferr = fmt.Errorf("entry %d of the entries file is at offset %d, inside entry %d's batch at [%d, %d)", side[k].Index, side[k].offset, idx, h.BaseOffset(), h.NextOffset())
+			return false
+		}
+		if t := uint64(uint32(h.LeaderEpoch())); term != 0 && t > term {
+			ferr = fmt.Errorf("entry %d (offset %d) is of term %d, the entry before it of term %d: the entries file lost the entries between", idx, h.BaseOffset(), t, term)
+			return false
+		} else {
+			term = t
+		}
+		s.ents = append(s.ents, entryPos{offset: h.BaseOffset(), next: h.NextOffset()})
+		idx++
+		pos = h.NextOffset()
+		return true
+	})
+	if err == nil {
+		err = ferr
+	}
+	if err == nil {
+		err = takeSide()
+	}
+	if err != nil {
+		return err
+	}
+	if k < len(side) {
+		if side[k].offset <= pos {
+			return fmt.Errorf("entry %d of the entries file is at offset %d, the entry before it is %d", side[k].Index, side[k].offset, idx-1)
+		}
+		return s.side.truncateFrom(side[k].Index)
+	}
+	return nil
+}
+
+// close closes the entries file.
+func (s *logStore) close() error {
+	if s.side == nil {
+		return nil
+	}
+	return s.side.close()
 }
 
 // writeAnchor records that entry a.index is at offset a.offset, once the
@@ -242,6 +358,16 @@ func (s *logStore) GetLog(index uint64, out *raft.Log) error {
 		s.mu.RUnlock()
 		return nil
 	}
+	if pos.next == pos.offset {
+		// In the entries file (a batch always takes an offset).
+		se, ok := s.side.get(index)
+		s.mu.RUnlock()
+		if !ok {
+			return fmt.Errorf("replication: entry %d is not in the entries file", index)
+		}
+		*out = se.Log
+		return nil
+	}
 	s.mu.RUnlock()
 	b, err := s.log.ReadBatch(pos.offset)
 	if err != nil {
@@ -268,7 +394,10 @@ func (s *logStore) GetLog(index uint64, out *raft.Log) error {
 // StoreLog implements raft.LogStore.
 func (s *logStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
 
-// StoreLogs implements raft.LogStore: one vectored write for all entries.
+// StoreLogs implements raft.LogStore: one vectored write for all
+// produced batches, and, in the dense layout, one fsynced append to the
+// entries file for all other entries, made first: a crash then loses a
+// record of the entries file only with every batch stored after it.
 func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
 		return nil
@@ -282,14 +411,17 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	if want != 0 && logs[0].Index != want {
 		return fmt.Errorf("replication: store entry %d, expected %d", logs[0].Index, want)
 	}
-	s.bufs = s.bufs[:0]
+	s.bufs, s.sides, s.poss = s.bufs[:0], s.sides[:0], s.poss[:0]
 	durable := false
 	// A leader's batches were validated where they entered the node
 	// (log.SplitBatches, for a Produce request) and since then only
 	// their offsets and epochs (outside the CRC) are rewritten: they are
 	// not checked again. A follower's entries enter the node here, from
-	// its leader: each is validated in full.
+	// its leader: each is validated in full, and each produced batch
+	// carries the offset its leader gave it, which must be the one this
+	// log gives it (a check that the replicas' offsets never drift).
 	leading := s.leading()
+	next := s.log.EndOffset()
 	for i, l := range logs {
 		if i > 0 && l.Index != logs[i-1].Index+1 {
 			return fmt.Errorf("replication: entries %d and %d not contiguous", logs[i-1].Index, l.Index)
@@ -306,7 +438,21 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 				}
 			}
 			b = l.Data
-			log.Batch(b).SetLeaderEpoch(int32(l.Term))
+			if s.side != nil && log.Batch(b).IsControl() {
+				// One of raftlog's commands: it takes no offset.
+				s.sides = append(s.sides, sideEntry{Log: *l, offset: next})
+				s.poss = append(s.poss, entryPos{offset: next, next: next})
+				continue
+			}
+			bb := log.Batch(b)
+			if !leading && !bb.IsControl() && bb.BaseOffset() != 0 && bb.BaseOffset() != next {
+				return fmt.Errorf("replication: entry %d was written at offset %d by the leader, this log would put it at %d: the replicas' offsets drifted apart", l.Index, bb.BaseOffset(), next)
+			}
+			bb.SetLeaderEpoch(int32(l.Term))
+		} else if s.side != nil {
+			s.sides = append(s.sides, sideEntry{Log: *l, offset: next})
+			s.poss = append(s.poss, entryPos{offset: next, next: next})
+			continue
 		} else {
 			b = encodeControl(l)
 			// Membership must survive a power loss: without its
@@ -315,6 +461,9 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 			durable = durable || l.Type == raft.LogConfiguration
 		}
 		s.bufs = append(s.bufs, b)
+		n := next + int64(log.Batch(b).LastOffsetDelta()) + 1
+		s.poss = append(s.poss, entryPos{offset: next, next: n})
+		next = n
 	}
 	if len(s.ents) == 0 {
 		// A new run of entries: anchor it first.
@@ -323,22 +472,28 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 		}
 		s.first = logs[0].Index
 	}
-	if !leading {
-		next := s.log.EndOffset()
-		for i, b := range s.bufs {
-			bb := log.Batch(b)
-			if logs[i].Type == raft.LogCommand && !bb.IsControl() && bb.BaseOffset() != 0 && bb.BaseOffset() != next {
-				return fmt.Errorf("replication: entry %d was written at offset %d by the leader, this log would put it at %d: the replicas' offsets drifted apart", logs[i].Index, bb.BaseOffset(), next)
-			}
-			next += int64(bb.LastOffsetDelta()) + 1
+	if len(s.sides) > 0 {
+		err := s.side.append(s.sides)
+		clear(s.sides) // keeps no request (or arena chunk) alive
+		if err != nil {
+			return fmt.Errorf("replication: store entries %d-%d: %w", logs[0].Index, logs[len(logs)-1].Index, err)
 		}
 	}
-	if _, err := s.log.AppendValidated(s.bufs, -1); err != nil {
-		return fmt.Errorf("replication: store entries %d-%d: %w", logs[0].Index, logs[len(logs)-1].Index, err)
+	if len(s.bufs) > 0 {
+		if _, err := s.log.AppendValidated(s.bufs, -1); err != nil {
+			if len(s.sides) > 0 {
+				// Raft will store these entries again: their records go.
+				if terr := s.side.truncateFrom(logs[0].Index); terr != nil {
+					err = errors.Join(err, terr)
+				}
+			}
+			return fmt.Errorf("replication: store entries %d-%d: %w", logs[0].Index, logs[len(logs)-1].Index, err)
+		}
 	}
-	for _, b := range s.bufs {
-		s.ents = append(s.ents, entryPos{offset: log.Batch(b).BaseOffset(), next: log.Batch(b).NextOffset()})
+	if end := s.log.EndOffset(); end != next {
+		return fmt.Errorf("replication: store entries %d-%d: the log ends at %d, the entries at %d", logs[0].Index, logs[len(logs)-1].Index, end, next)
 	}
+	s.ents = append(s.ents, s.poss...)
 	s.cacheEntries(logs, leading)
 	clear(s.bufs) // keeps no request (or arena chunk) alive
 	s.bufs = s.bufs[:0]
@@ -444,11 +599,14 @@ func (s *logStore) DeleteRange(min, max uint64) error {
 		end := s.ents[len(s.ents)-1].next
 		s.next = last + 1
 		s.ents = s.ents[:0]
-		return s.writeAnchor(anchor{index: s.next, offset: end})
+		if err := s.writeAnchor(anchor{index: s.next, offset: end}); err != nil {
+			return err
+		}
+		return s.dropSide(s.next)
 	case min == s.first && max == last:
 		cut := s.ents[0].offset
-		if _, err := s.log.TruncateTo(cut); err != nil {
-			return fmt.Errorf("replication: truncate to entry %d (offset %d): %w", min, cut, err)
+		if err := s.truncate(min, cut); err != nil {
+			return err
 		}
 		s.next = min
 		s.ents = s.ents[:0]
@@ -461,16 +619,38 @@ func (s *logStore) DeleteRange(min, max uint64) error {
 		}
 		s.ents = append(s.ents[:0:0], keep...)
 		s.first = max + 1
-		return nil
+		return s.dropSide(s.first)
 	case max == last:
 		cut := s.ents[min-s.first].offset
-		if _, err := s.log.TruncateTo(cut); err != nil {
-			return fmt.Errorf("replication: truncate to entry %d (offset %d): %w", min, cut, err)
+		if err := s.truncate(min, cut); err != nil {
+			return err
 		}
 		s.ents = s.ents[:min-s.first]
 		return nil
 	}
 	return fmt.Errorf("replication: delete of entries %d-%d inside [%d, %d]", min, max, s.first, last)
+}
+
+// truncate removes entry min and every later one: the log's batches from
+// offset cut (fsynced), then the entries file's records from min. A crash
+// between the two leaves records only of entries before the cut.
+func (s *logStore) truncate(min uint64, cut int64) error {
+	if _, err := s.log.TruncateTo(cut); err != nil {
+		return fmt.Errorf("replication: truncate to entry %d (offset %d): %w", min, cut, err)
+	}
+	if s.side != nil {
+		return s.side.truncateFrom(min)
+	}
+	return nil
+}
+
+// dropSide forgets the entries file's records below index (compacted
+// away by Raft).
+func (s *logStore) dropSide(index uint64) error {
+	if s.side == nil {
+		return nil
+	}
+	return s.side.dropBefore(index)
 }
 
 // holds reports whether the store holds entry index with that term: then,
@@ -509,6 +689,13 @@ func (s *logStore) reset(index uint64) error {
 	s.ents = s.ents[:0]
 	s.clearCache()
 	s.next = index + 1
+	if s.side != nil {
+		// Before the anchor: records of the old log above index must not
+		// meet the new anchor.
+		if err := s.side.reset(); err != nil {
+			return err
+		}
+	}
 	return s.writeAnchor(anchor{index: index + 1, offset: s.log.EndOffset()})
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -19,27 +20,36 @@ import (
 	"github.com/raftlog/raftlog/log/vfs/errorfs"
 )
 
-func openTestStore(t *testing.T, fs *vfs.MemFS, idx string) (*log.Log, *logStore) {
+// layouts are the two offset layouts, for tests that run in both.
+var layouts = []struct {
+	name  string
+	dense bool
+}{{"dense", true}, {"legacy", false}}
+
+func openTestStore(t *testing.T, fs *vfs.MemFS, idx string, dense bool) (*log.Log, *logStore) {
 	t.Helper()
 	l, err := log.Open("/r/log", log.WithFS(fs), log.WithIndexDir(idx), log.WithConfig(log.Config{SegmentBytes: 1024, SegmentIndexBytes: 4096}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _, err := openLogStore(l, fs, "/r", nil)
+	s, _, err := openLogStore(l, fs, "/r", nil, dense)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return l, s
 }
 
+// raftEntries are n entries from index from, in term: a no-op first (as
+// every leader's term starts), then produced batches with a
+// configuration entry among them.
 func raftEntries(from, n int, term uint64) []*raft.Log {
 	var out []*raft.Log
 	for i := 0; i < n; i++ {
 		idx := uint64(from + i)
 		switch i % 4 {
-		case 1:
+		case 0:
 			out = append(out, &raft.Log{Index: idx, Term: term, Type: raft.LogNoop, AppendedAt: time.Unix(100, int64(i))})
-		case 3:
+		case 2:
 			out = append(out, &raft.Log{Index: idx, Term: term, Type: raft.LogConfiguration, Data: []byte("cfg"), Extensions: []byte("x"), AppendedAt: time.Unix(200, 0)})
 		default:
 			out = append(out, &raft.Log{Index: idx, Term: term, Type: raft.LogCommand, Data: testBatch(i, 30)})
@@ -49,8 +59,14 @@ func raftEntries(from, n int, term uint64) []*raft.Log {
 }
 
 func TestLogStoreRoundTripAndReopen(t *testing.T) {
+	for _, lay := range layouts {
+		t.Run(lay.name, func(t *testing.T) { testLogStoreRoundTripAndReopen(t, lay.dense) })
+	}
+}
+
+func testLogStoreRoundTripAndReopen(t *testing.T, dense bool) {
 	fs, idx := vfs.NewMem(), t.TempDir()
-	l, s := openTestStore(t, fs, idx)
+	l, s := openTestStore(t, fs, idx, dense)
 	// Stored as a leader stores (what a follower caches is
 	// TestLogStoreCacheBounded's).
 	s.leader = func() bool { return true }
@@ -96,20 +112,30 @@ func TestLogStoreRoundTripAndReopen(t *testing.T) {
 		}
 	}
 	check(s)
-	// Kafka consumers see Raft's own entries as control batches.
+	// In the legacy layout Raft's own entries are control batches of the
+	// log (Kafka consumers skip them); in the dense one only produced
+	// batches are, at offsets dense from 0.
 	p, _ := l.Read(0, 1<<20, l.EndOffset())
-	controls := 0
+	controls, next := 0, int64(0)
 	log.Batches(p, func(b log.Batch) bool {
 		if b.IsControl() {
 			controls++
 		}
+		if b.BaseOffset() != next {
+			t.Fatalf("batch at %d after one ending at %d", b.BaseOffset(), next)
+		}
+		next = b.NextOffset()
 		return true
 	})
-	if controls == 0 {
-		t.Fatal("no control batches in the log")
+	if dense && (controls != 0 || l.EndOffset() != 20) {
+		t.Fatalf("dense layout: %d control batches, log end %d, want none and 20 (20 produced batches of a record)", controls, l.EndOffset())
+	}
+	if !dense && controls == 0 {
+		t.Fatal("legacy layout: no control batches in the log")
 	}
 	l.Close()
-	l, s = openTestStore(t, fs, idx)
+	s.close()
+	l, s = openTestStore(t, fs, idx, dense)
 	check(s)
 	// A conflicting suffix goes; a new one takes its offsets.
 	pos, _ := s.entryAt(30)
@@ -121,6 +147,9 @@ func TestLogStoreRoundTripAndReopen(t *testing.T) {
 	}
 	if err := s.StoreLogs(raftEntries(30, 5, 4)); err != nil {
 		t.Fatal(err)
+	}
+	if err := s.GetLog(30, &e); err != nil || e.Type != raft.LogNoop || e.Term != 4 {
+		t.Fatalf("entry 30 after the cut: %+v, %v", e, err)
 	}
 	// A prefix goes from Raft's view; the Kafka data stays.
 	if err := s.DeleteRange(1, 10); err != nil {
@@ -136,8 +165,10 @@ func TestLogStoreRoundTripAndReopen(t *testing.T) {
 		t.Fatal("raft compaction deleted Kafka data")
 	}
 	l.Close()
-	l, s = openTestStore(t, fs, idx)
+	s.close()
+	l, s = openTestStore(t, fs, idx, dense)
 	defer l.Close()
+	defer s.close()
 	first, _ := s.FirstIndex()
 	last, _ := s.LastIndex()
 	if first != 11 || last != 34 {
@@ -354,7 +385,7 @@ func TestLogStoreCacheBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _, err := openLogStore(l, fs, "/r", nil)
+	s, _, err := openLogStore(l, fs, "/r", nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,7 +497,7 @@ func TestLogStoreChecksWhatALeaderSent(t *testing.T) {
 	bad[len(bad)-1] ^= 0xff
 	for _, state := range []string{"no raft yet", "not leading", "leading"} {
 		fs, idx := vfs.NewMem(), t.TempDir()
-		_, s := openTestStore(t, fs, idx)
+		_, s := openTestStore(t, fs, idx, false)
 		switch state {
 		case "not leading":
 			s.leader = func() bool { return false }
@@ -530,5 +561,140 @@ func TestEmptyControlBatches(t *testing.T) {
 	want := []span{{0, 0, 1, 1000}, {1, 3, 0, 2003}, {4, 4, 1, 1004}, {5, 5, 0, 2005}, {6, 6, 1, 1006}, {7, 8, 0, 2008}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("batches %v, want %v", got, want)
+	}
+}
+
+// A power loss at any write of the dense layout's store (its log, its
+// entries file, its anchor), kind or tearing unsynced bytes, leaves a
+// store that opens and holds, at each index, an entry stored there: the
+// log's batches and the entries file's records still merge by index.
+func TestDenseStoreCrashAtEveryWrite(t *testing.T) {
+	type version struct {
+		term uint64
+		typ  raft.LogType
+		data []byte
+	}
+	script := func(t *testing.T, fs *vfs.MemFS, stored map[uint64][]version) {
+		l, s := openTestStore(t, fs, t.TempDir(), true)
+		defer l.Close()
+		defer s.close()
+		s.leader = func() bool { return true }
+		store := func(ents []*raft.Log) {
+			for _, e := range ents {
+				stored[e.Index] = append(stored[e.Index], version{e.Term, e.Type, bytes.Clone(e.Data)})
+			}
+			if err := s.StoreLogs(ents); err != nil {
+				t.Fatal(err)
+			}
+		}
+		store(raftEntries(1, 6, 1))
+		store(raftEntries(7, 5, 2))
+		if err := s.DeleteRange(9, 11); err != nil {
+			t.Fatal(err)
+		}
+		store(raftEntries(9, 6, 3))
+		s.applied = func() uint64 { return 10 }
+		if err := s.DeleteRange(1, 6); err != nil {
+			t.Fatal(err)
+		}
+		store(raftEntries(15, 3, 3))
+	}
+	setup := func() *vfs.MemFS {
+		fs := vfs.NewMem()
+		fs.MkdirAll("/r")
+		fs.SyncDir("/")
+		return fs
+	}
+	fs := setup()
+	stored := map[uint64][]version{}
+	script(t, fs, stored)
+	ops := fs.Ops()
+	crashes, checked := 0, 0
+	for op := 1; op <= ops; op++ {
+		for _, torn := range []bool{false, true} {
+			fs := setup()
+			var crashed *vfs.MemFS
+			fs.SetHook(func(n int, kind, name string) error {
+				if n == op && crashed == nil {
+					opts := vfs.CrashOptions{}
+					if torn {
+						opts = vfs.CrashOptions{Rand: rand.New(rand.NewPCG(uint64(op), 1)), Torn: true}
+					}
+					crashed = fs.CrashClone(opts)
+				}
+				return nil
+			})
+			script(t, fs, map[uint64][]version{})
+			if crashed == nil {
+				continue
+			}
+			crashes++
+			l, s := openTestStore(t, crashed, t.TempDir(), true)
+			first, _ := s.FirstIndex()
+			last, _ := s.LastIndex()
+			for i := first; i <= last && last > 0; i++ {
+				var e raft.Log
+				if err := s.GetLog(i, &e); err != nil {
+					t.Fatalf("crash at op %d (torn %v): entry %d: %v", op, torn, i, err)
+				}
+				ok := false
+				for _, v := range stored[i] {
+					data := e.Data
+					if e.Type == raft.LogCommand {
+						data = bytes.Clone(e.Data)
+						log.Batch(data).SetBaseOffset(0)
+						log.Batch(data).SetLeaderEpoch(0)
+					}
+					ok = ok || (v.term == e.Term && v.typ == e.Type && bytes.Equal(v.data, data))
+				}
+				if !ok {
+					t.Fatalf("crash at op %d (torn %v): entry %d is %+v, never stored there", op, torn, i, e)
+				}
+				checked++
+			}
+			s.close()
+			l.Close()
+		}
+	}
+	if crashes < 2*(ops-2) || checked < crashes {
+		t.Fatalf("%d crashes over %d operations, %d entries checked", crashes, ops, checked)
+	}
+	t.Logf("%d crashes over %d operations, %d entries checked", crashes, ops, checked)
+}
+
+// A replica keeps the layout it was written in: one written before the
+// dense layout existed opens legacy, and asking for the other layout of
+// a replica on disk is refused (its group's replicas would give the same
+// entries different offsets). A new replica takes the layout asked for.
+func TestStoreLayoutIsKept(t *testing.T) {
+	for _, lay := range layouts {
+		t.Run(lay.name, func(t *testing.T) {
+			fs := vfs.NewMem()
+			l, s := openTestStore(t, fs, t.TempDir(), lay.dense)
+			if (s.side != nil) != lay.dense {
+				t.Fatalf("a new replica asked to be dense=%v has an entries file: %v", lay.dense, s.side != nil)
+			}
+			if err := s.StoreLogs(raftEntries(1, 3, 1)); err != nil {
+				t.Fatal(err)
+			}
+			s.close()
+			l.Close()
+			l, err := log.Open("/r/log", log.WithFS(fs), log.WithIndexDir(t.TempDir()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			if _, _, err := openLogStore(l, fs, "/r", nil, !lay.dense); err == nil {
+				t.Fatalf("a %s replica opened in the other layout", lay.name)
+			}
+			s, _, err = openLogStore(l, fs, "/r", nil, lay.dense)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.close()
+			if last, _ := s.LastIndex(); last != 3 {
+				t.Fatalf("last index %d after reopening", last)
+			}
+		})
 	}
 }
