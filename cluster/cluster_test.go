@@ -275,3 +275,44 @@ func TestJoinThroughOwnAlias(t *testing.T) {
 		t.Fatalf("members: %v and %v", c.Nodes[0].Brokers(), c.Nodes[1].Brokers())
 	}
 }
+
+// A topic created once every node has the dense offset layout is in it:
+// its first record is at offset 0. Were a node of an earlier version
+// registered (one without the feature), new topics would stay legacy.
+func TestNewTopicsHaveDenseOffsets(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Nodes[0].CreateTopic(ctx, "dense", 1, 3, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if tp, ok := c.Nodes[0].Meta().Topic("dense"); !ok || !tp.DenseOffsets {
+		t.Fatalf("topic dense: %+v", tp)
+	}
+	var lead *replication.Replica
+	clustertest.WaitFor(t, "the leader of dense-0", 20*time.Second, func() bool {
+		for _, nd := range c.Nodes {
+			if r, err := nd.LeaderPartition("dense", 0); err == nil && r.LeaderReady() {
+				lead = r
+				return true
+			}
+		}
+		return false
+	})
+	for want := int64(0); want < 3; want++ {
+		b := log.BuildBatch(nil, log.BatchOptions{ProducerID: -1, BaseSequence: -1}, []log.Record{{Value: []byte("v"), Timestamp: 1}})
+		off, err := lead.Append(ctx, b, replication.AcksAll)
+		if err != nil || off != want {
+			t.Fatalf("append %d: offset %d, %v", want, off, err)
+		}
+	}
+	if err := c.Nodes[0].RegisterOld(ctx, 9); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Nodes[0].CreateTopic(ctx, "legacy", 1, 3, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if tp, _ := c.Nodes[0].Meta().Topic("legacy"); tp.DenseOffsets {
+		t.Fatal("a topic created with a registered node of an earlier version is dense")
+	}
+}

@@ -222,7 +222,8 @@ func (n *Node) CreateTopic(ctx context.Context, name string, partitions int32, r
 		return nil
 	}
 	assign := assignReplicas(brokers, 0, int(partitions), int(replicas))
-	_, err := n.ctl.append(ctx, command{Op: "create_topic", Topic: name, TopicID: newTopicID(), Assignment: assign, Configs: configs})
+	_, err := n.ctl.append(ctx, command{Op: "create_topic", Topic: name, TopicID: newTopicID(), Assignment: assign, Configs: configs,
+		DenseOffsets: n.clusterHas(featureDenseOffsets)})
 	return err
 }
 

@@ -1,5 +1,7 @@
 package cluster
 
+import "context"
+
 // ForgetMember drops node id from this node's view of the live members,
 // as if its gossip had not seen it (until memberlist tells of it again).
 func (n *Node) ForgetMember(id int32) {
@@ -27,4 +29,11 @@ func (n *Node) RejoinTargets() map[int32]string {
 		out[t.id] = n.gossipAddrOf(t)
 	}
 	return out
+}
+
+// RegisterOld registers node id through the controller as a node of a
+// version without features would: with none.
+func (n *Node) RegisterOld(ctx context.Context, id int32) error {
+	_, err := n.ctl.append(ctx, command{Op: "register_broker", Broker: &Registration{NodeID: id, KafkaAddr: "127.0.0.1:1"}})
+	return err
 }

@@ -63,7 +63,7 @@ type delegate struct{ n *Node }
 func (d delegate) NodeMeta(limit int) []byte {
 	b, _ := json.Marshal(BrokerInfo{
 		NodeID: d.n.cfg.NodeID, Incarnation: d.n.incarnation, KafkaAddr: d.n.cfg.AdvertisedKafkaAddr,
-		RaftAddr: string(d.n.mux.Addr()), HTTPAddr: d.n.cfg.HTTPAddr, Rack: d.n.cfg.Rack,
+		RaftAddr: string(d.n.mux.Addr()), HTTPAddr: d.n.cfg.HTTPAddr, Rack: d.n.cfg.Rack, Features: nodeFeatures,
 	})
 	if len(b) > limit {
 		return nil

@@ -30,7 +30,10 @@ type command struct {
 	TopicID    string            `json:"topic_id,omitempty"`
 	Assignment [][]int32         `json:"assignment,omitempty"` // replicas per partition (new ones for create_partitions)
 	Configs    map[string]string `json:"configs,omitempty"`
-	Deletes    []string          `json:"deletes,omitempty"`
+	// DenseOffsets: create_topic's partitions are in the dense offset
+	// layout (Topic.DenseOffsets).
+	DenseOffsets bool     `json:"dense_offsets,omitempty"`
+	Deletes      []string `json:"deletes,omitempty"`
 	// Expect makes create_partitions apply only to a topic that has this
 	// many partitions (a retried command is a no-op).
 	Expect int `json:"expect,omitempty"`
@@ -69,6 +72,11 @@ type Topic struct {
 	ID         [16]byte
 	Partitions [][]int32 // replica node ids per partition; the first is the preferred leader
 	Configs    map[string]string
+	// DenseOffsets: the topic's partitions are in the dense offset
+	// layout, where only records take offsets (replication.Config's
+	// DenseOffsets); false for a topic created before every node had
+	// it, whose partitions keep Raft's entries at offsets of their own.
+	DenseOffsets bool `json:",omitempty"`
 	// Reassigning holds the partitions whose replicas are moving, by
 	// partition; their Partitions entry is then every replica old and
 	// new (see reassign.go).
@@ -161,7 +169,7 @@ func (m *Meta) Topics() []Topic {
 }
 
 func copyTopic(t *Topic) Topic {
-	c := Topic{Name: t.Name, ID: t.ID, Configs: map[string]string{}}
+	c := Topic{Name: t.Name, ID: t.ID, Configs: map[string]string{}, DenseOffsets: t.DenseOffsets}
 	for _, p := range t.Partitions {
 		c.Partitions = append(c.Partitions, append([]int32(nil), p...))
 	}
@@ -280,7 +288,7 @@ func (m *Meta) applyOne(c command, offset int64, gap bool) error {
 		if _, ok := m.topics[c.Topic]; ok {
 			return nil
 		}
-		t := &Topic{Name: c.Topic, Partitions: c.Assignment, Configs: map[string]string{}}
+		t := &Topic{Name: c.Topic, Partitions: c.Assignment, Configs: map[string]string{}, DenseOffsets: c.DenseOffsets}
 		if id, err := hex.DecodeString(c.TopicID); err == nil && len(id) == 16 {
 			copy(t.ID[:], id)
 		}

@@ -32,7 +32,7 @@ func sampleMeta(t testing.TB) *Meta {
 	m := newMeta()
 	cmds := []command{
 		{Op: "init", ClusterID: "c1"},
-		{Op: "create_topic", Topic: "t", TopicID: "00112233445566778899aabbccddeeff", Assignment: [][]int32{{1, 2, 3}, {2, 3, 1}}, Configs: map[string]string{"cleanup.policy": "delete"}},
+		{Op: "create_topic", Topic: "t", TopicID: "00112233445566778899aabbccddeeff", Assignment: [][]int32{{1, 2, 3}, {2, 3, 1}}, Configs: map[string]string{"cleanup.policy": "delete"}, DenseOffsets: true},
 		{Op: "commit_offsets", Group: "g", Offsets: []GroupOffset{{Topic: "t", Partition: 0, Offset: 5, LeaderEpoch: 2, Metadata: "x"}, {Topic: "t", Partition: 1, Offset: 7}}},
 		{Op: "alloc_producer_id"},
 		{Op: "reassign", Topic: "t", Partition: 1, Replicas: []int32{4, 3, 1}},
@@ -467,5 +467,20 @@ func TestRegistrySnapshot(t *testing.T) {
 	}
 	if _, ok := fresh.Broker(2); !ok {
 		t.Fatal("no registration after an old snapshot")
+	}
+}
+
+// A topic's offset layout is kept by the metadata and its snapshots.
+func TestSnapshotKeepsOffsetLayout(t *testing.T) {
+	m := sampleMeta(t)
+	st, after := m.capture()
+	fresh := newMeta()
+	if err := applyAt(t, fresh, command{Op: "snapshot", State: &st, After: after}, 10); err != nil {
+		t.Fatal(err)
+	}
+	for _, mm := range []*Meta{m, fresh} {
+		if tp, ok := mm.Topic("t"); !ok || !tp.DenseOffsets {
+			t.Fatalf("topic t: %+v", tp)
+		}
 	}
 }

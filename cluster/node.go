@@ -110,6 +110,9 @@ type BrokerInfo struct {
 	RaftAddr    string
 	HTTPAddr    string
 	Rack        string
+	// Features are the node's (Registration.Features); empty from a
+	// node of an earlier version.
+	Features string `json:",omitempty"`
 	// GossipAddr is the member's gossip address (memberlist's, not part
 	// of the gossiped metadata).
 	GossipAddr string `json:"-"`
@@ -211,7 +214,10 @@ func Start(cfg Config) (*Node, error) {
 		n.mux.Close()
 		return nil, err
 	}
-	if n.ctl.r, err = n.openReplica(controllerGroup, controllerGroup, log.Config{RetentionMs: -1, RetentionBytes: -1, SegmentBytes: controllerSegmentBytes}, ""); err != nil {
+	// The metadata group stays in the legacy offset layout: no client
+	// reads its offsets, and a node joining a cluster cannot learn its
+	// layout before it has its replica.
+	if n.ctl.r, err = n.openReplica(controllerGroup, controllerGroup, log.Config{RetentionMs: -1, RetentionBytes: -1, SegmentBytes: controllerSegmentBytes}, false, ""); err != nil {
 		n.Close()
 		return nil, err
 	}
@@ -320,10 +326,11 @@ func appendGroupName(dst []byte, topic string, p int32, id [16]byte) []byte {
 // partitionDir is a partition replica's directory, Kafka's <topic>-<partition>.
 func partitionDir(topic string, p int32) string { return fmt.Sprintf("%s-%d", topic, p) }
 
-// openReplica opens a local replica of group in dir (under DataDir).
-// openReplica opens a replica; gate, when not empty, opens it gated by
-// the vote guard for that reason (see replication.Config.Gate).
-func (n *Node) openReplica(group, dirName string, lc log.Config, gate string) (*replication.Replica, error) {
+// openReplica opens a local replica of group in dirName (under DataDir),
+// in the dense offset layout or the legacy one; gate, when not empty,
+// opens it gated by the vote guard for that reason (see
+// replication.Config.Gate).
+func (n *Node) openReplica(group, dirName string, lc log.Config, dense bool, gate string) (*replication.Replica, error) {
 	dir := filepath.Join(n.cfg.DataDir, dirName)
 	indexDir := ""
 	if n.cfg.FS != nil {
@@ -331,7 +338,7 @@ func (n *Node) openReplica(group, dirName string, lc log.Config, gate string) (*
 	}
 	r, err := replication.Open(replication.Config{IndexDir: indexDir,
 		Group: group, NodeID: strconv.Itoa(int(n.cfg.NodeID)), ServerID: serverID(n.cfg.NodeID, n.incarnation),
-		Dir: dir, Log: lc, Mux: n.mux, Logger: n.logger, BootID: n.cfg.BootID, Raft: n.cfg.Raft, FS: n.cfg.FS,
+		Dir: dir, Log: lc, DenseOffsets: dense, Mux: n.mux, Logger: n.logger, BootID: n.cfg.BootID, Raft: n.cfg.Raft, FS: n.cfg.FS,
 		ProducerIDExpiration: n.cfg.ProducerIDExpiration, MaxProducerIDs: n.cfg.MaxProducerIDs, Gate: gate,
 	})
 	if err == nil && n.cfg.AcceptDataLoss && r.Gated() {

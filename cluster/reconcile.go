@@ -242,7 +242,7 @@ func (n *Node) ensureReplica(g string, t Topic, p int32) *replication.Replica {
 	if err := claimDir(filepath.Join(n.cfg.DataDir, dirName), g); err != nil {
 		return fail("replica directory", err)
 	}
-	r, err := n.openReplica(g, dirName, topicLogConfig(t.Configs, n.cfg.LogConfig), gate)
+	r, err := n.openReplica(g, dirName, topicLogConfig(t.Configs, n.cfg.LogConfig), t.DenseOffsets, gate)
 	if err != nil {
 		return fail("open replica", err)
 	}

@@ -35,12 +35,16 @@ type Registration struct {
 	HTTPAddr    string `json:"http,omitempty"`
 	GossipAddr  string `json:"gossip,omitempty"`
 	Rack        string `json:"rack,omitempty"`
+	// Features are what the node's version supports that the cluster
+	// may only use once every node does (see features.go), comma
+	// separated; absent from the registrations of earlier versions.
+	Features string `json:"features,omitempty"`
 }
 
 // info is the registration as a BrokerInfo.
 func (r Registration) info() BrokerInfo {
 	return BrokerInfo{NodeID: r.NodeID, Incarnation: r.Incarnation, KafkaAddr: r.KafkaAddr, RaftAddr: r.RaftAddr,
-		HTTPAddr: r.HTTPAddr, GossipAddr: r.GossipAddr, Rack: r.Rack}
+		HTTPAddr: r.HTTPAddr, GossipAddr: r.GossipAddr, Rack: r.Rack, Features: r.Features}
 }
 
 // Broker returns a broker's registration.
@@ -66,7 +70,8 @@ func (m *Meta) Brokers() []Registration {
 // registration is what this node registers now.
 func (n *Node) registration() Registration {
 	return Registration{NodeID: n.cfg.NodeID, Incarnation: n.incarnation, KafkaAddr: n.cfg.AdvertisedKafkaAddr,
-		RaftAddr: string(n.mux.Addr()), HTTPAddr: n.cfg.HTTPAddr, GossipAddr: n.gossipAddr, Rack: n.cfg.Rack}
+		RaftAddr: string(n.mux.Addr()), HTTPAddr: n.cfg.HTTPAddr, GossipAddr: n.gossipAddr, Rack: n.cfg.Rack,
+		Features: nodeFeatures}
 }
 
 // registered reports whether the registry holds this node as it is now.

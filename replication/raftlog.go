@@ -2,6 +2,7 @@ package replication
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -10,8 +11,36 @@ import (
 // that hosts no replica of the group (ErrGroupNotHosted: a replica being
 // created or moved onto the peer has not started yet, or one removed has
 // stopped) are logged at debug, since they are the normal course of a
-// membership change and Raft retries them with a backoff.
+// membership change and Raft retries them with a backoff. So are its
+// warnings of a new group's start: the first election of a group that
+// never had a leader, and the empty follower that its leader's first
+// append finds (the leader then sends from entry 1).
 type raftLogger struct{ hclog.Logger }
+
+// routine reports whether a warning of Raft's is the normal start of a
+// group (see raftLogger).
+func routine(msg string, args []any) bool {
+	switch msg {
+	case "heartbeat timeout reached, starting election":
+		return argIs(args, "last-leader-id", "")
+	case "failed to get previous log":
+		return argIs(args, "last-index", "0")
+	case "appendEntries rejected, sending older logs":
+		return argIs(args, "next", "1")
+	}
+	return false
+}
+
+// argIs reports whether the key-value list has key with a value printed
+// as want.
+func argIs(args []any, key, want string) bool {
+	for i := 0; i+1 < len(args); i += 2 {
+		if k, ok := args[i].(string); ok && k == key {
+			return fmt.Sprint(args[i+1]) == want
+		}
+	}
+	return false
+}
 
 func newRaftLogger(l hclog.Logger) hclog.Logger { return raftLogger{l} }
 
@@ -33,7 +62,7 @@ func (l raftLogger) Error(msg string, args ...any) {
 }
 
 func (l raftLogger) Warn(msg string, args ...any) {
-	if notHosted(args) {
+	if notHosted(args) || routine(msg, args) {
 		l.Logger.Debug(msg, args...)
 		return
 	}
@@ -41,7 +70,7 @@ func (l raftLogger) Warn(msg string, args ...any) {
 }
 
 func (l raftLogger) Log(level hclog.Level, msg string, args ...any) {
-	if level > hclog.Debug && notHosted(args) {
+	if level > hclog.Debug && (notHosted(args) || level == hclog.Warn && routine(msg, args)) {
 		level = hclog.Debug
 	}
 	l.Logger.Log(level, msg, args...)

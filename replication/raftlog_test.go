@@ -21,6 +21,19 @@ func TestRaftLoggerQuietsNotHosted(t *testing.T) {
 	if buf.Len() != 0 {
 		t.Fatalf("not-hosted errors logged above debug:\n%s", buf.String())
 	}
+	// A new group's first election and its empty followers.
+	l.Warn("heartbeat timeout reached, starting election", "last-leader-addr", "", "last-leader-id", "")
+	l.Warn("failed to get previous log", "previous-index", 1, "last-index", uint64(0), "error", "log not found")
+	l.Warn("appendEntries rejected, sending older logs", "peer", "p", "next", uint64(1))
+	if buf.Len() != 0 {
+		t.Fatalf("a new group's start logged above debug:\n%s", buf.String())
+	}
+	// The same after the group ran: a leader lost, a follower behind.
+	l.Warn("heartbeat timeout reached, starting election", "last-leader-addr", "a", "last-leader-id", "n1")
+	l.Warn("appendEntries rejected, sending older logs", "peer", "p", "next", uint64(70))
+	if strings.Count(buf.String(), "[WARN]") != 2 {
+		t.Fatalf("warnings of a running group lost:\n%s", buf.String())
+	}
 	l.Error("failed to get log", "error", errors.New("disk on fire"))
 	if !strings.Contains(buf.String(), "[ERROR] raft: failed to get log") {
 		t.Fatalf("other errors lost:\n%s", buf.String())

@@ -284,7 +284,13 @@ func (r *Replica) DeleteRecords(ctx context.Context, offset int64) (int64, error
 func (r *Replica) EndOffsetForEpoch(epoch int32) (int64, int32, error) {
 	start, hw := r.log.StartOffset(), r.fsm.HighWatermark()
 	if start >= hw {
-		return -1, -1, nil
+		// Nothing readable (a new partition, or every record deleted):
+		// as Kafka's epoch cache answers then, the current epoch ends at
+		// the log end, and an earlier one ended where the log starts.
+		if term := int32(r.Term()); epoch >= term {
+			return hw, term, nil
+		}
+		return start, epoch, nil
 	}
 	first, err := r.batchAt(start)
 	if err != nil {

@@ -437,6 +437,17 @@ func (g *tgroup) convergedFollower(a acked, n int) *tnode {
 // every epoch as a walk of all the batch headers does.
 func TestEndOffsetForEpoch(t *testing.T) {
 	g := newTestGroup(t, 3)
+	// Nothing written yet: the current epoch ends at the log end, an
+	// earlier one where the log starts (Kafka's epoch cache answers so).
+	if r := g.leader().rep; true {
+		term := int32(r.Term())
+		if end, e, err := r.EndOffsetForEpoch(term); err != nil || end != 0 || e != term {
+			t.Fatalf("empty log, epoch %d: (%d, %d), %v", term, end, e, err)
+		}
+		if end, e, err := r.EndOffsetForEpoch(term - 1); err != nil || end != 0 || e != term-1 {
+			t.Fatalf("empty log, epoch %d: (%d, %d), %v", term-1, end, e, err)
+		}
+	}
 	for round := range 4 {
 		ld := g.leader()
 		for i := range round + 3 { // 3, 4, 5, 6 batches of 1 to 3 records
