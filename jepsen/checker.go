@@ -33,7 +33,7 @@ type Read struct {
 
 // Anomaly is one violation found.
 type Anomaly struct {
-	Kind   string // lost, unreadable, duplicate, inconsistent-offset, reorder, nonmonotonic-poll, unexpected
+	Kind   string // lost, unreadable, duplicate, inconsistent-offset, reorder, gap, nonmonotonic-poll, unexpected
 	Detail string
 }
 
@@ -64,7 +64,7 @@ func (r Result) OK() bool {
 // not reach (no leader within its time limit): their acknowledged writes
 // are unreadable, an availability failure, not lost ones.
 func Check(writes []Write, reads []Read, unread map[int32]bool) Result {
-	res := Result{Counts: map[string]int{"lost": 0, "unreadable": 0, "duplicate": 0, "inconsistent-offset": 0, "reorder": 0, "nonmonotonic-poll": 0, "unexpected": 0}}
+	res := Result{Counts: map[string]int{"lost": 0, "unreadable": 0, "duplicate": 0, "inconsistent-offset": 0, "reorder": 0, "gap": 0, "nonmonotonic-poll": 0, "unexpected": 0}}
 	perKind := map[string]int{}
 	add := func(kind, format string, a ...any) {
 		res.Counts[kind]++
@@ -151,6 +151,16 @@ func Check(writes []Write, reads []Read, unread map[int32]bool) Result {
 		}
 		return final[i].Offset < final[j].Offset
 	})
+	// Per partition, the final read's offsets are 0, 1, 2, ... with no
+	// gap: a topic without transactions or compaction, as Kafka has it
+	// (Raft's own entries take no offset).
+	next := map[int32]int64{}
+	for _, r := range final {
+		if want := next[r.Partition]; r.Offset != want {
+			add("gap", "partition %d: offset %d where %d was next", r.Partition, r.Offset, want)
+		}
+		next[r.Partition] = r.Offset + 1
+	}
 	last := map[[2]int]int{}
 	for _, r := range final {
 		w, ok := attempted[r.Value]

@@ -31,6 +31,7 @@ func TestCheckerFindsEachAnomaly(t *testing.T) {
 		"inconsistent-offset": {clean, []Read{fr(0, 0, "a"), fr(0, 1, "b"), {Reader: 1, Partition: 0, Offset: 1, Value: "a"}}},
 		"unexpected":          {clean, append(cleanReads, fr(0, 2, "zzz"))},
 		"reorder":             {[]Write{w(0, 1, 0, "a", true, 1), w(0, 2, 0, "b", true, 0)}, []Read{fr(0, 1, "a"), fr(0, 0, "b")}},
+		"gap":                 {[]Write{w(0, 1, 0, "a", true, 0), w(0, 2, 0, "b", true, 2)}, []Read{fr(0, 0, "a"), fr(0, 2, "b")}},
 		"nonmonotonic-poll": {clean, append(append([]Read(nil), cleanReads...),
 			Read{Reader: 2, Partition: 0, Offset: 1, Value: "b"}, Read{Reader: 2, Partition: 0, Offset: 0, Value: "a"})},
 	}
