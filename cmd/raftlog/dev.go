@@ -123,26 +123,10 @@ the data directory; a temporary directory (no --dir) is removed at the end.`)
 	}
 
 	voters := min(3, *nodes)
-	var seeds, bootstrap []string
-	for i := 0; i < *nodes; i++ {
-		seeds = append(seeds, fmt.Sprintf("127.0.0.1:%d", *kport+200+i))
-		bootstrap = append(bootstrap, fmt.Sprintf("127.0.0.1:%d", *kport+i))
-	}
-	for i := 0; i < *nodes; i++ {
-		f := serveFlags{
-			nodeID: i + 1, dataDir: filepath.Join(*dir, fmt.Sprintf("node-%d", i+1)),
-			kafkaAddr: bootstrap[i], raftAddr: fmt.Sprintf("127.0.0.1:%d", *kport+100+i),
-			gossipAddr: seeds[i], httpAddr: fmt.Sprintf("127.0.0.1:%d", *kport+300+i),
-			join: strings.Join(seeds, ","), controllerVoters: voters, expectNodes: *nodes,
-			partitions: 3, replication: -1,
-			// A dev cluster in one process shares one boot: no fake reboots.
-			bootIDFile: "/proc/sys/kernel/random/boot_id",
-		}
-		r, err := node.Start(nodeConfig(f, logger, true))
-		if err != nil {
-			return startFailed("node %d: %v", i+1, err)
-		}
-		running = append(running, r)
+	var bootstrap []string
+	running, bootstrap, err = startDevNodes(*dir, *nodes, *kport, logger)
+	if err != nil {
+		return startFailed("%v", err)
 	}
 	fmt.Fprintf(stdout, "raftlog dev: %d nodes, data and the nodes' log (raftlog.log) in %s\n", *nodes, *dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -177,6 +161,39 @@ Warnings and errors of the nodes show here from now on. Ctrl-C stops the cluster
 		return 1
 	}
 	return 0
+}
+
+// startDevNodes starts the nodes of a dev cluster in dir, node i+1 in
+// dir/node-<i+1> on the ports kport+i (Kafka), +100 (Raft), +200
+// (gossip) and +300 (HTTP). On an error it closes those it started. It
+// returns the nodes and their Kafka addresses.
+func startDevNodes(dir string, nodes, kport int, logger hclog.Logger) ([]*node.Node, []string, error) {
+	var seeds, bootstrap []string
+	for i := 0; i < nodes; i++ {
+		seeds = append(seeds, fmt.Sprintf("127.0.0.1:%d", kport+200+i))
+		bootstrap = append(bootstrap, fmt.Sprintf("127.0.0.1:%d", kport+i))
+	}
+	var running []*node.Node
+	for i := 0; i < nodes; i++ {
+		f := serveFlags{
+			nodeID: i + 1, dataDir: filepath.Join(dir, fmt.Sprintf("node-%d", i+1)),
+			kafkaAddr: bootstrap[i], raftAddr: fmt.Sprintf("127.0.0.1:%d", kport+100+i),
+			gossipAddr: seeds[i], httpAddr: fmt.Sprintf("127.0.0.1:%d", kport+300+i),
+			join: strings.Join(seeds, ","), controllerVoters: min(3, nodes), expectNodes: nodes,
+			partitions: 3, replication: -1,
+			// A dev cluster in one process shares one boot: no fake reboots.
+			bootIDFile: "/proc/sys/kernel/random/boot_id",
+		}
+		r, err := node.Start(nodeConfig(f, logger, true))
+		if err != nil {
+			for _, r := range running {
+				r.Close()
+			}
+			return nil, nil, fmt.Errorf("node %d: %w", i+1, err)
+		}
+		running = append(running, r)
+	}
+	return running, bootstrap, nil
 }
 
 // devLayout checks that dir, when an earlier run left it, was made with
