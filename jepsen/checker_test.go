@@ -41,6 +41,15 @@ func TestCheckerFindsEachAnomaly(t *testing.T) {
 			t.Errorf("%s not found: %+v", kind, r)
 		}
 	}
+	// The harness's own records hold offsets and nothing else.
+	warm := Read{Partition: 0, Offset: 0, Value: "warmup", Final: true, Harness: true}
+	after := []Write{w(0, 1, 0, "a", true, 1), w(0, 2, 0, "b", true, 2)}
+	if r := Check(after, []Read{warm, fr(0, 1, "a"), fr(0, 2, "b")}, nil); !r.OK() {
+		t.Errorf("a warm-up record at offset 0 flagged: %+v", r)
+	}
+	if r := Check(after, []Read{fr(0, 1, "a"), fr(0, 2, "b")}, nil); r.Counts["gap"] == 0 {
+		t.Errorf("offset 0 missing, and no gap found: %+v", r)
+	}
 	// A partition the final read could not reach: its acknowledged writes
 	// are unreadable, not lost.
 	r := Check(clean, []Read{fr(0, 0, "a")}, map[int32]bool{0: true})
