@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs franz-go's own integration tests (pkg/kgo, from the module cache)
+# that depend on Kafka's offsets and group protocol against a local
+# three-node raftlog cluster: TestGroupETL and TestAddRemovePartitions.
+# Usage: scripts/kgo-tests.sh [extra go test flags]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+port=${KGO_PORT:-39092}
+bin=$(mktemp -d)/raftlog
+go build -o "$bin" ./cmd/raftlog
+out=$(mktemp)
+"$bin" dev --kafka-port "$port" >"$out" 2>&1 &
+dev=$!
+stop() {
+  kill -TERM "$dev" 2>/dev/null || true
+  for _ in $(seq 1 60); do kill -0 "$dev" 2>/dev/null || break; sleep 1; done
+  kill -KILL "$dev" 2>/dev/null || true
+}
+trap stop EXIT
+for _ in $(seq 1 120); do
+  grep -q "cluster is up" "$out" && break
+  kill -0 "$dev" 2>/dev/null || { cat "$out"; exit 1; }
+  sleep 1
+done
+grep -q "cluster is up" "$out" || { echo "the cluster did not come up"; cat "$out"; exit 1; }
+seeds="127.0.0.1:$port,127.0.0.1:$((port + 1)),127.0.0.1:$((port + 2))"
+KGO_SEEDS=$seeds KGO_TEST_RF=3 KGO_TEST_RECORDS=${KGO_TEST_RECORDS:-20000} KGO_LOG_LEVEL=none \
+  go test github.com/twmb/franz-go/pkg/kgo -count=1 -timeout 10m \
+  -run '^(TestGroupETL|TestAddRemovePartitions)$' "$@"
