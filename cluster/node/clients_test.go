@@ -185,6 +185,16 @@ func TestKcat(t *testing.T) {
 	if len(lines) != 50 || lines[0] != "line-00" || lines[49] != "line-49" {
 		t.Fatalf("kcat read %d lines: %q", len(lines), lines)
 	}
+	// Offsets as Kafka has them: the harness's warm-up record at 0, then
+	// the lines at 1 to 50, so -o 2 starts at the second line.
+	from := exec.CommandContext(ctx, path, "-b", strings.Join(c.Bootstrap, ","), "-t", "kcat", "-C", "-e", "-o", "2", "-f", "%o %s\n")
+	out, err = from.Output()
+	if err != nil {
+		t.Fatalf("kcat -o 2: %v\n%s", err, out)
+	}
+	if got := strings.Split(strings.TrimSpace(string(out)), "\n"); len(got) != 49 || got[0] != "2 line-01" || got[48] != "50 line-49" {
+		t.Fatalf("kcat -o 2 read %d records, first %q", len(got), got[0])
+	}
 	// Control batches at the end of the log (a DeleteRecords entry, Raft's
 	// own) must not keep a consumer from reaching the end: kcat -e exits.
 	adm := kadm.NewClient(c.Client())
