@@ -18,9 +18,10 @@ import (
 )
 
 // consumeIdle is how long a consume with --exit waits for more records
-// once some partition has not reached its end: Raft's control batches
-// (elections, membership changes) take offsets no record is read at, so
-// the last offsets of a partition may never be seen.
+// once some partition has not reached its end. A partition in the legacy
+// offset layout (written before dense offsets) holds Raft's control
+// batches at offsets no record is read at, so its last offsets may never
+// be seen; a dense partition's end is its last record's next offset.
 const consumeIdle = 2 * time.Second
 
 // runConsume prints the records of a topic from --from until --count
@@ -176,8 +177,8 @@ strconv.Quote does.`)
 			return 0
 		}
 		if *exit && len(recs) == 0 && idle {
-			// Nothing for a while: the offsets left are control batches,
-			// unless the cluster is gone.
+			// Nothing for a while: the offsets left are a legacy
+			// partition's control batches, unless the cluster is gone.
 			ctx, cancel := context.WithTimeout(sctx, *cf.timeout)
 			err := cl.Ping(ctx)
 			cancel()
