@@ -203,8 +203,5 @@ func nodeConfig(f serveFlags, logger hclog.Logger, local bool) node.Config {
 			LogConfig:       log.Config{WriteBehindBytes: f.writeBehind}, // 0 (flags built in code): the default
 		},
 	}
-	if local {
-		cfg.Cluster.Raft = replication.RaftConfig{HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond, LeaderLeaseTimeout: 250 * time.Millisecond}
-	}
 	return cfg
 }
