@@ -5,7 +5,7 @@
 # Usage: scripts/kgo-tests.sh [extra go test flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-port=${KGO_PORT:-39092}
+port=${KGO_PORT:-24092} # below the ephemeral range, where no client socket takes it
 bin=$(mktemp -d)/raftlog
 go build -o "$bin" ./cmd/raftlog
 out=$(mktemp)
