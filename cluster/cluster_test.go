@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -277,42 +278,50 @@ func TestJoinThroughOwnAlias(t *testing.T) {
 }
 
 // A topic created once every node has the dense offset layout is in it:
-// its first record is at offset 0. Were a node of an earlier version
-// registered (one without the feature), new topics would stay legacy.
+// its first record is at offset 0. With a node of an earlier version
+// registered (one without the feature), a new topic stays legacy: Raft's
+// entries take its first offsets.
 func TestNewTopicsHaveDenseOffsets(t *testing.T) {
 	c := clustertest.Start(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := c.Nodes[0].CreateTopic(ctx, "dense", 1, 3, nil, false); err != nil {
-		t.Fatal(err)
-	}
-	if tp, ok := c.Nodes[0].Meta().Topic("dense"); !ok || !tp.DenseOffsets {
-		t.Fatalf("topic dense: %+v", tp)
-	}
-	var lead *replication.Replica
-	clustertest.WaitFor(t, "the leader of dense-0", 20*time.Second, func() bool {
-		for _, nd := range c.Nodes {
-			if r, err := nd.LeaderPartition("dense", 0); err == nil && r.LeaderReady() {
-				lead = r
-				return true
+	// firstOffsets creates topic and returns where its first records go.
+	firstOffsets := func(topic string, dense bool) []int64 {
+		t.Helper()
+		if err := c.Nodes[0].CreateTopic(ctx, topic, 1, 3, nil, false); err != nil {
+			t.Fatal(err)
+		}
+		if tp, ok := c.Nodes[0].Meta().Topic(topic); !ok || tp.DenseOffsets != dense {
+			t.Fatalf("topic %s: %+v, want dense %v", topic, tp, dense)
+		}
+		var lead *replication.Replica
+		clustertest.WaitFor(t, "the leader of "+topic, 20*time.Second, func() bool {
+			for _, nd := range c.Nodes {
+				if r, err := nd.LeaderPartition(topic, 0); err == nil && r.LeaderReady() {
+					lead = r
+					return true
+				}
 			}
+			return false
+		})
+		var offs []int64
+		for range 3 {
+			b := log.BuildBatch(nil, log.BatchOptions{ProducerID: -1, BaseSequence: -1}, []log.Record{{Value: []byte("v"), Timestamp: 1}})
+			off, err := lead.Append(ctx, b, replication.AcksAll)
+			if err != nil {
+				t.Fatalf("append to %s: %v", topic, err)
+			}
+			offs = append(offs, off)
 		}
-		return false
-	})
-	for want := int64(0); want < 3; want++ {
-		b := log.BuildBatch(nil, log.BatchOptions{ProducerID: -1, BaseSequence: -1}, []log.Record{{Value: []byte("v"), Timestamp: 1}})
-		off, err := lead.Append(ctx, b, replication.AcksAll)
-		if err != nil || off != want {
-			t.Fatalf("append %d: offset %d, %v", want, off, err)
-		}
+		return offs
+	}
+	if offs := firstOffsets("dense", true); !slices.Equal(offs, []int64{0, 1, 2}) {
+		t.Fatalf("a new topic's first records at %v, want 0, 1, 2", offs)
 	}
 	if err := c.Nodes[0].RegisterOld(ctx, 9); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Nodes[0].CreateTopic(ctx, "legacy", 1, 3, nil, false); err != nil {
-		t.Fatal(err)
-	}
-	if tp, _ := c.Nodes[0].Meta().Topic("legacy"); tp.DenseOffsets {
-		t.Fatal("a topic created with a registered node of an earlier version is dense")
+	if offs := firstOffsets("legacy", false); offs[0] == 0 || offs[2] != offs[0]+2 {
+		t.Fatalf("a legacy topic's first records at %v, want after Raft's entries", offs)
 	}
 }

@@ -54,23 +54,14 @@ var errNotControl = errors.New("not a raftlog control batch")
 func encodeControl(l *raft.Log) []byte {
 	key := binary.BigEndian.AppendUint16(nil, controlKeyVersion)
 	key = binary.BigEndian.AppendUint16(key, controlTypeRaft)
-	val := make([]byte, 0, 1+8+binary.MaxVarintLen64+len(l.Extensions)+len(l.Data))
-	val = append(val, byte(l.Type))
-	var at int64
-	if !l.AppendedAt.IsZero() {
-		at = l.AppendedAt.UnixNano()
-	}
-	val = binary.BigEndian.AppendUint64(val, uint64(at))
-	val = binary.AppendUvarint(val, uint64(len(l.Extensions)))
-	val = append(val, l.Extensions...)
-	val = append(val, l.Data...)
+	val := appendEntryValue(make([]byte, 0, entryValueMin+binary.MaxVarintLen64+len(l.Extensions)+len(l.Data)), l)
 	// An entry with no time (Raft's bootstrap configuration, entry 1 of
 	// every group) is stamped -1, Kafka's "no timestamp": stamped 0 (1970)
 	// it started its segment's segment.ms clock, and the first produced
 	// batch, 56 years later, rolled a segment holding that one entry.
 	ts := int64(-1)
-	if at != 0 {
-		ts = at / int64(time.Millisecond)
+	if !l.AppendedAt.IsZero() && l.AppendedAt.UnixNano() != 0 {
+		ts = l.AppendedAt.UnixNano() / int64(time.Millisecond)
 	}
 	return log.BuildBatch(nil, log.BatchOptions{
 		LeaderEpoch: int32(l.Term), Attributes: log.AttrControl, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
@@ -90,24 +81,53 @@ func decodeControl(b log.Batch, out *raft.Log) error {
 	if len(k) != 4 || binary.BigEndian.Uint16(k[2:]) != controlTypeRaft {
 		return errNotControl
 	}
-	if len(v) < 9 {
-		return fmt.Errorf("replication: control batch at %d: value of %d bytes", b.BaseOffset(), len(v))
+	if err := decodeEntryValue(v, out); err != nil {
+		return fmt.Errorf("replication: control batch at %d: %w", b.BaseOffset(), err)
+	}
+	return nil
+}
+
+// entryValueMin is the size of an entry value without extensions or data.
+const entryValueMin = 1 + 8 + 1
+
+// appendEntryValue appends what both stored forms of a Raft entry that
+// is not a produced batch hold of it (a control batch's record value,
+// the tail of an entries-file record): its type, AppendedAt in Unix
+// nanoseconds (0 when zero), its extensions after their uvarint length,
+// and its data to the end.
+func appendEntryValue(b []byte, l *raft.Log) []byte {
+	b = append(b, byte(l.Type))
+	var at int64
+	if !l.AppendedAt.IsZero() {
+		at = l.AppendedAt.UnixNano()
+	}
+	b = binary.BigEndian.AppendUint64(b, uint64(at))
+	b = binary.AppendUvarint(b, uint64(len(l.Extensions)))
+	b = append(b, l.Extensions...)
+	return append(b, l.Data...)
+}
+
+// decodeEntryValue sets out's type, AppendedAt, extensions and data from
+// v (appendEntryValue's bytes); empty extensions and data are nil.
+func decodeEntryValue(v []byte, out *raft.Log) error {
+	if len(v) < entryValueMin {
+		return fmt.Errorf("value of %d bytes", len(v))
 	}
 	out.Type = raft.LogType(v[0])
+	out.AppendedAt = time.Time{}
 	if at := int64(binary.BigEndian.Uint64(v[1:9])); at != 0 {
 		out.AppendedAt = time.Unix(0, at)
-	} else {
-		out.AppendedAt = time.Time{}
 	}
 	n, w := binary.Uvarint(v[9:])
 	if w <= 0 || uint64(len(v)-9-w) < n {
-		return fmt.Errorf("replication: control batch at %d: bad extensions length", b.BaseOffset())
+		return errors.New("bad extensions length")
 	}
-	ext := v[9+w : 9+w+int(n)]
-	if len(ext) == 0 {
-		ext = nil
+	out.Extensions, out.Data = nil, nil
+	if n > 0 {
+		out.Extensions = v[9+w : 9+w+int(n)]
 	}
-	out.Extensions = ext
-	out.Data = v[9+w+int(n):]
+	if rest := v[9+w+int(n):]; len(rest) > 0 {
+		out.Data = rest
+	}
 	return nil
 }

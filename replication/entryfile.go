@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"path/filepath"
 	"sort"
-	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlog/raftlog/log/vfs"
@@ -78,9 +77,9 @@ const (
 	entryFileVersion = 1
 	entryFileHeader  = 8
 	entryRecordHead  = 8
-	// entryBodyMin is a body's fixed part: index, term, offset, type,
-	// AppendedAt, and at least one byte of extensions length.
-	entryBodyMin = 8 + 8 + 8 + 1 + 8 + 1
+	// entryBodyMin is a body's fixed part: index, term, offset, then an
+	// entry value's (appendEntryValue).
+	entryBodyMin = 8 + 8 + 8 + entryValueMin
 	// entryCompactMin is the dropped bytes below which dropBefore never
 	// rewrites the file.
 	entryCompactMin = 64 << 10
@@ -181,19 +180,8 @@ func decodeEntryBody(b []byte) (sideEntry, error) {
 	se.Index = binary.BigEndian.Uint64(b)
 	se.Term = binary.BigEndian.Uint64(b[8:])
 	se.offset = int64(binary.BigEndian.Uint64(b[16:]))
-	se.Type = raft.LogType(b[24])
-	if at := int64(binary.BigEndian.Uint64(b[25:])); at != 0 {
-		se.AppendedAt = time.Unix(0, at)
-	}
-	n, w := binary.Uvarint(b[33:])
-	if w <= 0 || uint64(len(b)-33-w) < n {
-		return sideEntry{}, errors.New("bad extensions length")
-	}
-	if n > 0 {
-		se.Extensions = b[33+w : 33+w+int(n)]
-	}
-	if rest := b[33+w+int(n):]; len(rest) > 0 {
-		se.Data = rest
+	if err := decodeEntryValue(b[24:], &se.Log); err != nil {
+		return sideEntry{}, err
 	}
 	if se.offset < 0 {
 		return sideEntry{}, fmt.Errorf("offset %d", se.offset)
@@ -208,15 +196,7 @@ func appendEntryRecord(b []byte, se *sideEntry) []byte {
 	b = binary.BigEndian.AppendUint64(b, se.Index)
 	b = binary.BigEndian.AppendUint64(b, se.Term)
 	b = binary.BigEndian.AppendUint64(b, uint64(se.offset))
-	b = append(b, byte(se.Type))
-	var at int64
-	if !se.AppendedAt.IsZero() {
-		at = se.AppendedAt.UnixNano()
-	}
-	b = binary.BigEndian.AppendUint64(b, uint64(at))
-	b = binary.AppendUvarint(b, uint64(len(se.Extensions)))
-	b = append(b, se.Extensions...)
-	b = append(b, se.Data...)
+	b = appendEntryValue(b, &se.Log)
 	body := b[start+entryRecordHead:]
 	binary.BigEndian.PutUint32(b[start:], uint32(len(body)))
 	binary.BigEndian.PutUint32(b[start+4:], crc32.Checksum(body, crcTable))

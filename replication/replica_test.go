@@ -447,6 +447,9 @@ func TestEndOffsetForEpoch(t *testing.T) {
 		if end, e, err := r.EndOffsetForEpoch(term - 1); err != nil || end != 0 || e != term-1 {
 			t.Fatalf("empty log, epoch %d: (%d, %d), %v", term-1, end, e, err)
 		}
+		if end, e, err := r.EndOffsetForEpoch(-1); err != nil || end != -1 || e != -1 {
+			t.Fatalf("empty log, no epoch: (%d, %d), %v", end, e, err)
+		}
 	}
 	for round := range 4 {
 		ld := g.leader()

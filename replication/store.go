@@ -48,11 +48,10 @@ type logStore struct {
 	// next is the index the next StoreLogs must start at when ents is empty
 	// (0: any).
 	next uint64
-	// bufs, sides and poss are StoreLogs' scratch: the batches to write,
-	// the entries file's records, and every entry's position.
+	// bufs and sides are StoreLogs' scratch: the batches to write and
+	// the entries file's records.
 	bufs  [][]byte
 	sides []sideEntry
-	poss  []entryPos
 	// cache holds the entries stored last, by index modulo its size: a
 	// leader's replication reads each back for every follower, a
 	// follower's FSM reads each back to apply it. It is bounded in entries
@@ -398,20 +397,30 @@ func (s *logStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{
 // produced batches, and, in the dense layout, one fsynced append to the
 // entries file for all other entries, made first: a crash then loses a
 // record of the entries file only with every batch stored after it.
-func (s *logStore) StoreLogs(logs []*raft.Log) error {
+func (s *logStore) StoreLogs(logs []*raft.Log) (err error) {
 	if len(logs) == 0 {
 		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	held := len(s.ents)
 	want := s.next
-	if len(s.ents) > 0 {
-		want = s.first + uint64(len(s.ents))
+	if held > 0 {
+		want = s.first + uint64(held)
 	}
 	if want != 0 && logs[0].Index != want {
 		return fmt.Errorf("replication: store entry %d, expected %d", logs[0].Index, want)
 	}
-	s.bufs, s.sides, s.poss = s.bufs[:0], s.sides[:0], s.poss[:0]
+	// The entries' positions go into ents as they are worked out; on an
+	// error they go again.
+	defer func() {
+		if err != nil {
+			s.ents = s.ents[:held]
+		}
+		clear(s.bufs) // keeps no request (or arena chunk) alive
+		clear(s.sides)
+		s.bufs, s.sides = s.bufs[:0], s.sides[:0]
+	}()
 	durable := false
 	// A leader's batches were validated where they entered the node
 	// (log.SplitBatches, for a Produce request) and since then only
@@ -426,34 +435,35 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 		if i > 0 && l.Index != logs[i-1].Index+1 {
 			return fmt.Errorf("replication: entries %d and %d not contiguous", logs[i-1].Index, l.Index)
 		}
+		if l.Type == raft.LogCommand && !leading {
+			size, err := log.ValidateBatch(l.Data, 0)
+			if err != nil {
+				return fmt.Errorf("replication: entry %d: %w", l.Index, err)
+			}
+			if size != len(l.Data) {
+				return fmt.Errorf("replication: entry %d holds %d bytes after its batch", l.Index, len(l.Data)-size)
+			}
+		}
+		produced := l.Type == raft.LogCommand && !log.Batch(l.Data).IsControl()
+		if s.side != nil && !produced {
+			// Dense layout: Raft's own entries and raftlog's commands
+			// take no offset.
+			s.sides = append(s.sides, sideEntry{Log: *l, offset: next})
+			s.ents = append(s.ents, entryPos{offset: next, next: next})
+			continue
+		}
 		var b []byte
-		if l.Type == raft.LogCommand {
-			if !leading {
-				size, err := log.ValidateBatch(l.Data, 0)
-				if err != nil {
-					return fmt.Errorf("replication: entry %d: %w", l.Index, err)
-				}
-				if size != len(l.Data) {
-					return fmt.Errorf("replication: entry %d holds %d bytes after its batch", l.Index, len(l.Data)-size)
-				}
-			}
+		switch {
+		case produced:
 			b = l.Data
-			if s.side != nil && log.Batch(b).IsControl() {
-				// One of raftlog's commands: it takes no offset.
-				s.sides = append(s.sides, sideEntry{Log: *l, offset: next})
-				s.poss = append(s.poss, entryPos{offset: next, next: next})
-				continue
-			}
-			bb := log.Batch(b)
-			if !leading && !bb.IsControl() && bb.BaseOffset() != 0 && bb.BaseOffset() != next {
+			if bb := log.Batch(b); !leading && bb.BaseOffset() != 0 && bb.BaseOffset() != next {
 				return fmt.Errorf("replication: entry %d was written at offset %d by the leader, this log would put it at %d: the replicas' offsets drifted apart", l.Index, bb.BaseOffset(), next)
 			}
-			bb.SetLeaderEpoch(int32(l.Term))
-		} else if s.side != nil {
-			s.sides = append(s.sides, sideEntry{Log: *l, offset: next})
-			s.poss = append(s.poss, entryPos{offset: next, next: next})
-			continue
-		} else {
+			log.Batch(b).SetLeaderEpoch(int32(l.Term))
+		case l.Type == raft.LogCommand:
+			b = l.Data // a command's control batch, stored as it is
+			log.Batch(b).SetLeaderEpoch(int32(l.Term))
+		default:
 			b = encodeControl(l)
 			// Membership must survive a power loss: without its
 			// configuration a replica cannot even take part in the
@@ -462,10 +472,13 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 		}
 		s.bufs = append(s.bufs, b)
 		n := next + int64(log.Batch(b).LastOffsetDelta()) + 1
-		s.poss = append(s.poss, entryPos{offset: next, next: n})
+		s.ents = append(s.ents, entryPos{offset: next, next: n})
 		next = n
 	}
-	if len(s.ents) == 0 {
+	span := func(err error) error {
+		return fmt.Errorf("replication: store entries %d-%d: %w", logs[0].Index, logs[len(logs)-1].Index, err)
+	}
+	if held == 0 {
 		// A new run of entries: anchor it first.
 		if err := s.writeAnchor(anchor{index: logs[0].Index, offset: s.log.EndOffset()}); err != nil {
 			return err
@@ -473,10 +486,8 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 		s.first = logs[0].Index
 	}
 	if len(s.sides) > 0 {
-		err := s.side.append(s.sides)
-		clear(s.sides) // keeps no request (or arena chunk) alive
-		if err != nil {
-			return fmt.Errorf("replication: store entries %d-%d: %w", logs[0].Index, logs[len(logs)-1].Index, err)
+		if err := s.side.append(s.sides); err != nil {
+			return span(err)
 		}
 	}
 	if len(s.bufs) > 0 {
@@ -487,16 +498,13 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 					err = errors.Join(err, terr)
 				}
 			}
-			return fmt.Errorf("replication: store entries %d-%d: %w", logs[0].Index, logs[len(logs)-1].Index, err)
+			return span(err)
 		}
 	}
 	if end := s.log.EndOffset(); end != next {
-		return fmt.Errorf("replication: store entries %d-%d: the log ends at %d, the entries at %d", logs[0].Index, logs[len(logs)-1].Index, end, next)
+		return span(fmt.Errorf("the log ends at %d, the entries at %d", end, next))
 	}
-	s.ents = append(s.ents, s.poss...)
 	s.cacheEntries(logs, leading)
-	clear(s.bufs) // keeps no request (or arena chunk) alive
-	s.bufs = s.bufs[:0]
 	if durable {
 		return s.log.Flush()
 	}

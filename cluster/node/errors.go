@@ -30,32 +30,39 @@ func kafkaErr(err error) error {
 	case errors.As(err, new(*replication.NotLeaderError)):
 		// Leadership moved: the producer refreshes metadata and retries.
 		return wrapCode(kerr.NotLeaderForPartition, err)
-	case errors.Is(err, replication.ErrOutOfOrderSequence):
-		return wrapCode(kerr.OutOfOrderSequenceNumber, err)
-	case errors.Is(err, replication.ErrProducerFenced):
-		return wrapCode(kerr.InvalidProducerEpoch, err)
-	case errors.Is(err, replication.ErrDuplicateSequence):
-		return wrapCode(kerr.DuplicateSequenceNumber, err)
-	case errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, log.ErrClosed), errors.Is(err, os.ErrClosed),
-		errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrNotLeader):
-		// The replica is going away (topic deleted, node stopping,
-		// leadership moving): clients retry elsewhere.
-		return wrapCode(kerr.NotLeaderForPartition, err)
-	case errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, context.Canceled):
-		return wrapCode(kerr.RequestTimedOut, err)
-	case errors.Is(err, log.ErrWrite):
-		// The log failed a write (a full disk): retriable, the partition
-		// moves on to another leader.
-		return wrapCode(kerr.KafkaStorageError, err)
-	case errors.Is(err, log.ErrCorruptBatch):
-		return wrapCode(kerr.CorruptMessage, err)
-	case errors.Is(err, log.ErrBatchTooLarge):
-		return wrapCode(kerr.MessageTooLarge, err)
-	case errors.Is(err, log.ErrOffsetOutOfRange):
-		return wrapCode(kerr.OffsetOutOfRange, err)
+	}
+	for _, c := range errorCodes {
+		if errors.Is(err, c.err) {
+			return wrapCode(c.code, err)
+		}
 	}
 	return err
+}
+
+// errorCodes are the Kafka codes of the errors kafkaErr maps by value.
+var errorCodes = []struct {
+	err  error
+	code *kerr.Error
+}{
+	{replication.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
+	{replication.ErrProducerFenced, kerr.InvalidProducerEpoch},
+	{replication.ErrDuplicateSequence, kerr.DuplicateSequenceNumber},
+	// The replica is going away (topic deleted, node stopping, leadership
+	// moving): clients retry elsewhere.
+	{raft.ErrRaftShutdown, kerr.NotLeaderForPartition},
+	{log.ErrClosed, kerr.NotLeaderForPartition},
+	{os.ErrClosed, kerr.NotLeaderForPartition},
+	{raft.ErrLeadershipLost, kerr.NotLeaderForPartition},
+	{raft.ErrNotLeader, kerr.NotLeaderForPartition},
+	{raft.ErrEnqueueTimeout, kerr.RequestTimedOut},
+	{context.DeadlineExceeded, kerr.RequestTimedOut},
+	{context.Canceled, kerr.RequestTimedOut},
+	// The log failed a write (a full disk): retriable, the partition
+	// moves on to another leader.
+	{log.ErrWrite, kerr.KafkaStorageError},
+	{log.ErrCorruptBatch, kerr.CorruptMessage},
+	{log.ErrBatchTooLarge, kerr.MessageTooLarge},
+	{log.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
 }
 
 // wrapCode wraps err in the Kafka error code, keeping err's message.
