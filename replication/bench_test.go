@@ -125,7 +125,7 @@ func benchGroup(b *testing.B, n, directLimit int) []*Replica {
 			b.Fatal(err)
 		}
 		mux := NewMux(ln, "", WithDirectLimit(directLimit))
-		r, err := Open(Config{Group: "bench-0", NodeID: fmt.Sprintf("b%d", i), Dir: b.TempDir(), Mux: mux,
+		r, err := Open(Config{Group: "bench-0", NodeID: fmt.Sprintf("b%d", i), Dir: b.TempDir(), Mux: mux, DenseOffsets: true,
 			Logger: hclog.NewNullLogger(), Raft: RaftConfig{HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
 				LeaderLeaseTimeout: 250 * time.Millisecond, CommitTimeout: 2 * time.Millisecond}})
 		if err != nil {
