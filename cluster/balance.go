@@ -1,9 +1,7 @@
 package cluster
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -128,22 +126,6 @@ func (n *Node) localReport() *nodeReport {
 	return rep
 }
 
-// handleRPC serves the cluster RPC ops other than "append".
-func (n *Node) handleRPC(req rpcRequest) rpcResponse {
-	switch req.Op {
-	case "report":
-		return rpcResponse{Report: n.localReport()}
-	case "gossip":
-		return rpcResponse{Node: n.cfg.NodeID, Gossip: n.gossipAddr}
-	case "transfer":
-		if err := n.transferLocal(req.Group, req.To); err != nil {
-			return rpcResponse{Err: err.Error()}
-		}
-		return rpcResponse{}
-	}
-	return rpcResponse{Err: "unknown op " + req.Op}
-}
-
 // transferLocal hands the leadership of a group this node leads to the
 // voting replica on node to.
 func (n *Node) transferLocal(group string, to int32) error {
@@ -163,28 +145,6 @@ func (n *Node) transferLocal(group string, to int32) error {
 		}
 	}
 	return fmt.Errorf("cluster: node %d has no voting replica of %s", to, group)
-}
-
-// call sends one cluster RPC to the node at addr.
-func (n *Node) call(ctx context.Context, addr raft.ServerAddress, req rpcRequest) (rpcResponse, error) {
-	conn, err := n.mux.Dial(clusterRPCGroup, addr, 5*time.Second)
-	if err != nil {
-		return rpcResponse{}, err
-	}
-	defer conn.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		conn.SetDeadline(dl)
-	} else {
-		conn.SetDeadline(time.Now().Add(30 * time.Second))
-	}
-	if err := json.NewEncoder(conn).Encode(req); err != nil {
-		return rpcResponse{}, err
-	}
-	var resp rpcResponse
-	if err := json.NewDecoder(bufio.NewReader(conn)).Decode(&resp); err != nil {
-		return rpcResponse{}, err
-	}
-	return resp, nil
 }
 
 // reports asks every live node for its report; nodes that do not answer

@@ -21,7 +21,7 @@ func TestClusterTopicsLeadersAndFailover(t *testing.T) {
 	c := clustertest.Start(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := c.Nodes[1].CreateTopic(ctx, "orders", 3, 3, nil, false); err != nil {
+	if err := c.Nodes[1].Controller().CreateTopic(ctx, "orders", 3, 3, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	// Every node learns the topic and, within a bounded delay, every leader.
@@ -91,24 +91,24 @@ func TestClusterTopicsLeadersAndFailover(t *testing.T) {
 	c.Restart(leadIdx)
 	// Producer ids: fresh ones differ; a bump keeps the id and raises the
 	// epoch once the node knows the id; an unknown id gets a fresh one.
-	pid1, e1, err := c.Nodes[0].InitProducerID(ctx, -1, -1)
+	pid1, e1, err := c.Nodes[0].Controller().InitProducerID(ctx, -1, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid2, _, err := c.Nodes[1].InitProducerID(ctx, -1, -1)
+	pid2, _, err := c.Nodes[1].Controller().InitProducerID(ctx, -1, -1)
 	if err != nil || pid2 == pid1 || e1 != 0 {
 		t.Fatalf("producer ids %d and %d (epoch %d), err %v", pid1, pid2, e1, err)
 	}
 	clustertest.WaitFor(t, "node 3 to apply the allocations", 10*time.Second, func() bool {
 		return c.Nodes[2].Meta().LastProducerID() >= max(pid1, pid2)
 	})
-	if id, e, err := c.Nodes[2].InitProducerID(ctx, pid1, 4); err != nil || id != pid1 || e != 5 {
+	if id, e, err := c.Nodes[2].Controller().InitProducerID(ctx, pid1, 4); err != nil || id != pid1 || e != 5 {
 		t.Fatalf("bump of (%d, 4): (%d, %d) %v", pid1, id, e, err)
 	}
-	if id, e, err := c.Nodes[2].InitProducerID(ctx, max(pid1, pid2)+1000, 0); err != nil || id == max(pid1, pid2)+1000 || e != 0 {
+	if id, e, err := c.Nodes[2].Controller().InitProducerID(ctx, max(pid1, pid2)+1000, 0); err != nil || id == max(pid1, pid2)+1000 || e != 0 {
 		t.Fatalf("bump of an unknown id: (%d, %d) %v", id, e, err)
 	}
-	if err := c.Nodes[2].DeleteTopic(ctx, "orders"); err != nil {
+	if err := c.Nodes[2].Controller().DeleteTopic(ctx, "orders"); err != nil {
 		t.Fatal(err)
 	}
 	for _, nd := range c.Nodes {
@@ -128,7 +128,7 @@ func TestWipedNodeRejoins(t *testing.T) {
 	c := clustertest.Start(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := c.Nodes[0].CreateTopic(ctx, "w", 1, 3, nil, false); err != nil {
+	if err := c.Nodes[0].Controller().CreateTopic(ctx, "w", 1, 3, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	var lead *replication.Replica
@@ -216,7 +216,7 @@ func TestTopicRecreatedWhileNodeAway(t *testing.T) {
 		}
 		return off, lead
 	}
-	if err := c.Nodes[0].CreateTopic(ctx, "re", 1, 3, nil, false); err != nil {
+	if err := c.Nodes[0].Controller().CreateTopic(ctx, "re", 1, 3, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 5; i++ {
@@ -225,10 +225,10 @@ func TestTopicRecreatedWhileNodeAway(t *testing.T) {
 	// Crash node 3 and recreate the topic before the others notice, so
 	// the new topic is assigned to it too.
 	c.Kill(2)
-	if err := c.Nodes[0].DeleteTopic(ctx, "re"); err != nil {
+	if err := c.Nodes[0].Controller().DeleteTopic(ctx, "re"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Nodes[0].CreateTopic(ctx, "re", 1, 3, nil, false); err != nil {
+	if err := c.Nodes[0].Controller().CreateTopic(ctx, "re", 1, 3, nil, false); err != nil {
 		t.Skipf("node 3 was seen gone before the topic was created again: %v", err)
 	}
 	off, _ := appendTo("NEW")
@@ -288,7 +288,7 @@ func TestNewTopicsHaveDenseOffsets(t *testing.T) {
 	// firstOffsets creates topic and returns where its first records go.
 	firstOffsets := func(topic string, dense bool) []int64 {
 		t.Helper()
-		if err := c.Nodes[0].CreateTopic(ctx, topic, 1, 3, nil, false); err != nil {
+		if err := c.Nodes[0].Controller().CreateTopic(ctx, topic, 1, 3, nil, false); err != nil {
 			t.Fatal(err)
 		}
 		if tp, ok := c.Nodes[0].Meta().Topic(topic); !ok || tp.DenseOffsets != dense {

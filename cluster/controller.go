@@ -1,10 +1,8 @@
 package cluster
 
 import (
-	"bufio"
 	"context"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -15,46 +13,28 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/raftlog/raftlog/replication"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// The controller's commands are appended by its leader. Any node takes an
-// admin request, checks it against its own copy of the metadata, and hands
-// the command to the leader over the cluster channel of the transport
-// (group "__cluster": one JSON request and one JSON response per stream).
-const clusterRPCGroup = "__cluster"
-
-type rpcRequest struct {
-	Op  string  `json:"op"`
-	Cmd command `json:"cmd"`
-	// transfer (balance.go): hand the leadership of Group to node To.
-	Group string `json:"group,omitempty"`
-	To    int32  `json:"to,omitempty"`
-}
-
-type rpcResponse struct {
-	Offset int64       `json:"offset"`
-	Err    string      `json:"err,omitempty"`
-	Code   int16       `json:"code,omitempty"`
-	Report *nodeReport `json:"report,omitempty"` // report (balance.go)
-	// gossip (rejoin.go): the answering node and its gossip address.
-	Node   int32  `json:"node,omitempty"`
-	Gossip string `json:"gossip,omitempty"`
-}
-
-// controller is this node's part in the metadata Raft group: its replica
+// Controller is this node's part in the metadata Raft group: its replica
 // of the controller log (every node holds one, the first nodes as
 // voters), the appends of commands through the group's leader, the loop
-// that applies what is committed to the metadata, and the metadata
-// snapshots (snapshot.go). The Node's admin methods (CreateTopic and the
-// others) check a request against the metadata and append its command
-// here.
-type controller struct {
-	n    *Node
-	r    *replication.Replica // nil until Start opens it
-	meta *Meta
+// that applies what is committed to the metadata, the metadata snapshots
+// (snapshot.go), and the admin operations (CreateTopic and the others),
+// each checked against this node's copy of the metadata and appended as
+// a command.
+type Controller struct {
+	cfg     Config
+	r       *replication.Replica // nil until Start opens it
+	meta    *Meta
+	node    controllerNode
+	leaders *leaderTable
+	logger  hclog.Logger
+	ctx     context.Context // done when the node closes
+	wg      *sync.WaitGroup // the node's goroutines
 	// appendMu is held shared by every append of a metadata command and
 	// alone by a snapshot's (snapshot.go).
 	appendMu     sync.RWMutex
@@ -64,45 +44,21 @@ type controller struct {
 	snapshotRetryAt atomic.Int64
 }
 
-func (n *Node) serveRPC() {
-	defer n.wg.Done()
-	for {
-		c, err := n.rpcLayer.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			defer c.Close()
-			c.SetDeadline(time.Now().Add(30 * time.Second))
-			var req rpcRequest
-			if err := json.NewDecoder(bufio.NewReader(c)).Decode(&req); err != nil {
-				return
-			}
-			var resp rpcResponse
-			switch req.Op {
-			case "append":
-				ctx, cancel := context.WithTimeout(n.ctx, 20*time.Second)
-				off, err := n.ctl.appendCommand(ctx, req.Cmd)
-				cancel()
-				resp.Offset = off
-				if err != nil {
-					resp.Err = err.Error()
-					var nl *replication.NotLeaderError
-					if errors.As(err, &nl) {
-						resp.Code = kerr.NotController.Code
-					}
-				}
-			default:
-				resp = n.handleRPC(req)
-			}
-			json.NewEncoder(c).Encode(resp)
-		}()
-	}
+// controllerNode is what the controller asks of the node it runs on.
+type controllerNode interface {
+	// Brokers are the live brokers, by node id.
+	Brokers() []BrokerInfo
+	// clusterHas reports whether every broker advertises a feature.
+	clusterHas(feature string) bool
+	// call asks the node at addr over the cluster channel.
+	call(ctx context.Context, addr raft.ServerAddress, req rpcRequest) (rpcResponse, error)
+	// kickReconcile tells the node that applied metadata changed.
+	kickReconcile()
 }
 
 // append commits a command through the controller leader and
 // waits until this node has applied it. It returns the command's offset.
-func (ctl *controller) append(ctx context.Context, c command) (int64, error) {
+func (ctl *Controller) append(ctx context.Context, c command) (int64, error) {
 	var off int64
 	for attempt := 0; ; attempt++ {
 		var err error
@@ -132,8 +88,8 @@ func (ctl *controller) append(ctx context.Context, c command) (int64, error) {
 	return off, nil
 }
 
-func (ctl *controller) forward(ctx context.Context, addr raft.ServerAddress, c command) (int64, error) {
-	resp, err := ctl.n.call(ctx, addr, rpcRequest{Op: "append", Cmd: c})
+func (ctl *Controller) forward(ctx context.Context, addr raft.ServerAddress, c command) (int64, error) {
+	resp, err := ctl.node.call(ctx, addr, rpcRequest{Op: "append", Cmd: c})
 	if err != nil {
 		return -1, kerr.NotController
 	}
@@ -147,26 +103,24 @@ func (ctl *controller) forward(ctx context.Context, addr raft.ServerAddress, c c
 }
 
 // applyLoop applies the controller's committed commands to the metadata.
-func (ctl *controller) applyLoop() {
-	defer ctl.n.wg.Done()
+func (ctl *Controller) applyLoop() {
+	defer ctl.wg.Done()
 	for {
 		// From the log start when it moved past what was applied (a
 		// snapshot is there), and only once something lies past it.
 		applied := max(ctl.meta.Applied(), ctl.r.Log().StartOffset())
-		hw := ctl.r.WaitHighWatermark(ctl.n.ctx, applied)
-		select {
-		case <-ctl.n.stop:
+		hw := ctl.r.WaitHighWatermark(ctl.ctx, applied)
+		if ctl.ctx.Err() != nil {
 			return
-		default:
 		}
 		if hw <= applied {
 			continue
 		}
 		p, err := ctl.r.Read(applied, 1<<20)
 		if err != nil {
-			ctl.n.logger.Error("read metadata", "offset", applied, "error", err)
+			ctl.logger.Error("read metadata", "offset", applied, "error", err)
 			select {
-			case <-ctl.n.stop:
+			case <-ctl.ctx.Done():
 				return
 			case <-time.After(time.Second):
 			}
@@ -176,14 +130,14 @@ func (ctl *controller) applyLoop() {
 			continue
 		}
 		if err := ctl.meta.apply(p); err != nil {
-			ctl.n.logger.Error("apply metadata", "error", err)
+			ctl.logger.Error("apply metadata", "error", err)
 			select { // it will not apply better at once
-			case <-ctl.n.stop:
+			case <-ctl.ctx.Done():
 				return
 			case <-time.After(time.Second):
 			}
 		}
-		ctl.n.kickReconcile()
+		ctl.node.kickReconcile()
 		ctl.maybeSnapshot()
 	}
 }
@@ -192,19 +146,19 @@ var topicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 
 // CreateTopic creates a topic, spreading its replicas over the live
 // brokers (rack-aware when racks are set) and its preferred leaders too.
-func (n *Node) CreateTopic(ctx context.Context, name string, partitions int32, replicas int16, configs map[string]string, validateOnly bool) error {
+func (ctl *Controller) CreateTopic(ctx context.Context, name string, partitions int32, replicas int16, configs map[string]string, validateOnly bool) error {
 	if !topicName.MatchString(name) || name == "." || name == ".." || name == controllerGroup || name == clusterRPCGroup {
 		return kerr.InvalidTopicException
 	}
-	if _, ok := n.meta.Topic(name); ok {
+	if _, ok := ctl.meta.Topic(name); ok {
 		return kerr.TopicAlreadyExists
 	}
 	if partitions == -1 {
-		partitions = n.cfg.DefaultPartitions
+		partitions = ctl.cfg.DefaultPartitions
 	}
-	brokers := n.Brokers()
+	brokers := ctl.node.Brokers()
 	if replicas == -1 {
-		replicas = n.cfg.DefaultReplication
+		replicas = ctl.cfg.DefaultReplication
 		if replicas <= 0 {
 			replicas = int16(min(3, len(brokers)))
 		}
@@ -222,8 +176,8 @@ func (n *Node) CreateTopic(ctx context.Context, name string, partitions int32, r
 		return nil
 	}
 	assign := assignReplicas(brokers, 0, int(partitions), int(replicas))
-	_, err := n.ctl.append(ctx, command{Op: "create_topic", Topic: name, TopicID: newTopicID(), Assignment: assign, Configs: configs,
-		DenseOffsets: n.clusterHas(featureDenseOffsets)})
+	_, err := ctl.append(ctx, command{Op: "create_topic", Topic: name, TopicID: newTopicID(), Assignment: assign, Configs: configs,
+		DenseOffsets: ctl.node.clusterHas(featureDenseOffsets)})
 	return err
 }
 
@@ -263,18 +217,18 @@ func assignReplicas(brokers []BrokerInfo, from, count, rf int) [][]int32 {
 }
 
 // DeleteTopic deletes a topic; every node then drops its replicas.
-func (n *Node) DeleteTopic(ctx context.Context, name string) error {
-	t, ok := n.meta.Topic(name)
+func (ctl *Controller) DeleteTopic(ctx context.Context, name string) error {
+	t, ok := ctl.meta.Topic(name)
 	if !ok {
 		return kerr.UnknownTopicOrPartition
 	}
-	_, err := n.ctl.append(ctx, command{Op: "delete_topic", Topic: name, TopicID: hex.EncodeToString(t.ID[:])})
+	_, err := ctl.append(ctx, command{Op: "delete_topic", Topic: name, TopicID: hex.EncodeToString(t.ID[:])})
 	return err
 }
 
 // CreatePartitions raises a topic's partition count.
-func (n *Node) CreatePartitions(ctx context.Context, name string, count int32, validateOnly bool) error {
-	t, ok := n.meta.Topic(name)
+func (ctl *Controller) CreatePartitions(ctx context.Context, name string, count int32, validateOnly bool) error {
+	t, ok := ctl.meta.Topic(name)
 	if !ok {
 		return kerr.UnknownTopicOrPartition
 	}
@@ -283,7 +237,7 @@ func (n *Node) CreatePartitions(ctx context.Context, name string, count int32, v
 		return kerr.InvalidPartitions
 	}
 	rf := len(t.Partitions[0])
-	brokers := n.Brokers()
+	brokers := ctl.node.Brokers()
 	if rf > len(brokers) {
 		return kerr.InvalidReplicationFactor
 	}
@@ -291,13 +245,13 @@ func (n *Node) CreatePartitions(ctx context.Context, name string, count int32, v
 		return nil
 	}
 	assign := assignReplicas(brokers, int(have), int(count-have), rf)
-	_, err := n.ctl.append(ctx, command{Op: "create_partitions", Topic: name, Assignment: assign, Expect: int(have)})
+	_, err := ctl.append(ctx, command{Op: "create_partitions", Topic: name, Assignment: assign, Expect: int(have)})
 	return err
 }
 
 // AlterTopicConfigs sets and deletes topic configs.
-func (n *Node) AlterTopicConfigs(ctx context.Context, name string, set map[string]string, deletes []string, validateOnly bool) error {
-	if _, ok := n.meta.Topic(name); !ok {
+func (ctl *Controller) AlterTopicConfigs(ctx context.Context, name string, set map[string]string, deletes []string, validateOnly bool) error {
+	if _, ok := ctl.meta.Topic(name); !ok {
 		return kerr.UnknownTopicOrPartition
 	}
 	if err := validateConfigs(set); err != nil {
@@ -311,7 +265,7 @@ func (n *Node) AlterTopicConfigs(ctx context.Context, name string, set map[strin
 	if validateOnly {
 		return nil
 	}
-	_, err := n.ctl.append(ctx, command{Op: "alter_configs", Topic: name, Configs: set, Deletes: deletes})
+	_, err := ctl.append(ctx, command{Op: "alter_configs", Topic: name, Configs: set, Deletes: deletes})
 	return err
 }
 
@@ -322,11 +276,11 @@ func (n *Node) AlterTopicConfigs(ctx context.Context, name string, set map[strin
 // partitions then fence the old epoch. An unknown id, or an exhausted
 // epoch, gets a fresh id at epoch 0, as Kafka gives an idempotent
 // producer.
-func (n *Node) InitProducerID(ctx context.Context, producerID int64, epoch int16) (int64, int16, error) {
-	if producerID >= 0 && epoch >= 0 && epoch < math.MaxInt16-1 && producerID <= n.meta.LastProducerID() {
+func (ctl *Controller) InitProducerID(ctx context.Context, producerID int64, epoch int16) (int64, int16, error) {
+	if producerID >= 0 && epoch >= 0 && epoch < math.MaxInt16-1 && producerID <= ctl.meta.LastProducerID() {
 		return producerID, epoch + 1, nil
 	}
-	off, err := n.ctl.append(ctx, command{Op: "alloc_producer_id"})
+	off, err := ctl.append(ctx, command{Op: "alloc_producer_id"})
 	if err != nil {
 		return -1, -1, err
 	}
@@ -336,7 +290,7 @@ func (n *Node) InitProducerID(ctx context.Context, producerID int64, epoch int16
 // bootstrap forms the controller group on its first start: once
 // ExpectNodes members are known, the ControllerVoters lowest node ids are
 // its voters, and the lowest of them bootstraps it.
-func (ctl *controller) bootstrap() {
+func (ctl *Controller) bootstrap() {
 	if cfg, err := ctl.r.Configuration(); err != nil || len(cfg.Servers) > 0 {
 		return
 	}
@@ -345,18 +299,18 @@ func (ctl *controller) bootstrap() {
 	}
 	// A controller already leads somewhere (this node is new, or was
 	// wiped): it is added by that leader, never a second bootstrap.
-	if _, ok := ctl.n.leaders.get(controllerGroup); ok {
+	if _, ok := ctl.leaders.get(controllerGroup); ok {
 		return
 	}
-	brokers := ctl.n.Brokers()
-	if len(brokers) < ctl.n.cfg.ExpectNodes {
+	brokers := ctl.node.Brokers()
+	if len(brokers) < ctl.cfg.ExpectNodes {
 		return
 	}
 	voters := brokers
-	if len(voters) > ctl.n.cfg.ControllerVoters {
-		voters = voters[:ctl.n.cfg.ControllerVoters]
+	if len(voters) > ctl.cfg.ControllerVoters {
+		voters = voters[:ctl.cfg.ControllerVoters]
 	}
-	if voters[0].NodeID != ctl.n.cfg.NodeID {
+	if voters[0].NodeID != ctl.cfg.NodeID {
 		return
 	}
 	var servers []raft.Server
@@ -364,22 +318,22 @@ func (ctl *controller) bootstrap() {
 		servers = append(servers, raft.Server{ID: serverID(b.NodeID, b.Incarnation), Address: raft.ServerAddress(b.RaftAddr), Suffrage: raft.Voter})
 	}
 	if err := ctl.r.Bootstrap(servers); err != nil {
-		ctl.n.logger.Warn("controller bootstrap", "error", err)
+		ctl.logger.Warn("controller bootstrap", "error", err)
 		return
 	}
-	ctl.n.logger.Info("controller bootstrapped", "voters", len(servers))
+	ctl.logger.Info("controller bootstrapped", "voters", len(servers))
 }
 
 // lead is what the controller leader does on every reconcile:
 // write the cluster id once, and make every other live node a non-voting
 // member so that every node holds the metadata.
-func (ctl *controller) lead() {
+func (ctl *Controller) lead() {
 	if ctl.meta.ClusterID() == "" {
-		ctx, cancel := context.WithTimeout(ctl.n.ctx, 10*time.Second)
+		ctx, cancel := context.WithTimeout(ctl.ctx, 10*time.Second)
 		_, err := ctl.append(ctx, command{Op: "init", ClusterID: newTopicID()[:22]})
 		cancel()
 		if err != nil {
-			ctl.n.logger.Warn("write cluster id", "error", err)
+			ctl.logger.Warn("write cluster id", "error", err)
 		}
 	}
 	// The lowest node ids are the voters (a wiped one comes back as a
@@ -396,19 +350,19 @@ func (ctl *controller) lead() {
 		}
 	}
 	var voters, rest []BrokerInfo
-	for _, b := range ctl.n.Brokers() {
+	for _, b := range ctl.node.Brokers() {
 		if voterNode[b.NodeID] {
 			voters = append(voters, b)
 		} else {
 			rest = append(rest, b)
 		}
 	}
-	for len(voters) < ctl.n.cfg.ControllerVoters && len(rest) > 0 && len(voterNode) < ctl.n.cfg.ControllerVoters {
+	for len(voters) < ctl.cfg.ControllerVoters && len(rest) > 0 && len(voterNode) < ctl.cfg.ControllerVoters {
 		voters, rest = append(voters, rest[0]), rest[1:]
 		voterNode[voters[len(voters)-1].NodeID] = true
 	}
-	ctl.n.syncMembers(ctl.r, voters, true)
-	ctl.n.syncMembers(ctl.r, rest, false)
+	syncMembers(ctl.logger, ctl.r, voters, true)
+	syncMembers(ctl.logger, ctl.r, rest, false)
 }
 
 // syncMembers makes the Raft configuration of a group this node leads hold
@@ -416,7 +370,7 @@ func (ctl *controller) lead() {
 // wanted nodes whose incarnation changed (a wiped disk). A new replica
 // joins as a non-voter; with asVoters it is promoted once its log has
 // caught up with the leader's high watermark.
-func (n *Node) syncMembers(r *replication.Replica, wanted []BrokerInfo, asVoters bool) {
+func syncMembers(logger hclog.Logger, r *replication.Replica, wanted []BrokerInfo, asVoters bool) {
 	cfg, err := r.Configuration()
 	if err != nil {
 		return
@@ -434,20 +388,20 @@ func (n *Node) syncMembers(r *replication.Replica, wanted []BrokerInfo, asVoters
 			if asVoters && s.Suffrage == raft.Nonvoter {
 				if end, err := r.PeerLogEnd(addr); err == nil && end >= r.HighWatermark() {
 					if err := r.AddVoter(id, addr); err == nil {
-						n.logger.Info("replica caught up, now a voter", "id", id)
+						logger.Info("replica caught up, now a voter", "id", id)
 					}
 				}
 			}
 			continue
 		}
 		if old, ok := byNode[b.NodeID]; ok && old.ID != id {
-			n.logger.Info("replacing a replica whose disk was wiped", "old", old.ID, "new", id)
+			logger.Info("replacing a replica whose disk was wiped", "old", old.ID, "new", id)
 			if err := r.RemoveServer(old.ID); err != nil {
 				return
 			}
 		}
 		if err := r.AddNonvoter(id, addr); err != nil {
-			n.logger.Debug("add member", "id", id, "error", err)
+			logger.Debug("add member", "id", id, "error", err)
 		}
 	}
 }
@@ -511,25 +465,25 @@ func validateConfigs(c map[string]string) error {
 
 // CommitOffsets stores a consumer group's committed offsets through the
 // controller (replicated, so a coordinator change loses none).
-func (n *Node) CommitOffsets(ctx context.Context, group string, offs []GroupOffset) error {
-	_, err := n.ctl.append(ctx, command{Op: "commit_offsets", Group: group, Offsets: offs})
+func (ctl *Controller) CommitOffsets(ctx context.Context, group string, offs []GroupOffset) error {
+	_, err := ctl.append(ctx, command{Op: "commit_offsets", Group: group, Offsets: offs})
 	return err
 }
 
 // DeleteOffsets deletes committed offsets (all of the group's when offs is
 // empty).
-func (n *Node) DeleteOffsets(ctx context.Context, group string, offs []GroupOffset) error {
-	_, err := n.ctl.append(ctx, command{Op: "delete_offsets", Group: group, Offsets: offs})
+func (ctl *Controller) DeleteOffsets(ctx context.Context, group string, offs []GroupOffset) error {
+	_, err := ctl.append(ctx, command{Op: "delete_offsets", Group: group, Offsets: offs})
 	return err
 }
 
 // ExpireOffsets deletes each of offs that was not committed again since
 // its CommitTime: decided as the command is applied, in the log's order,
 // so a commit that lands before it is kept.
-func (n *Node) ExpireOffsets(ctx context.Context, group string, offs []GroupOffset) error {
+func (ctl *Controller) ExpireOffsets(ctx context.Context, group string, offs []GroupOffset) error {
 	if len(offs) == 0 {
 		return nil
 	}
-	_, err := n.ctl.append(ctx, command{Op: "delete_offsets", Group: group, Offsets: offs, Expire: true})
+	_, err := ctl.append(ctx, command{Op: "delete_offsets", Group: group, Offsets: offs, Expire: true})
 	return err
 }

@@ -118,7 +118,7 @@ func TestLeaderBalance(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const parts = 6
-	if err := c.Nodes[0].CreateTopic(ctx, "bal", parts, 3, nil, false); err != nil {
+	if err := c.Nodes[0].Controller().CreateTopic(ctx, "bal", parts, 3, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	for p := int32(0); p < parts; p++ {
@@ -174,7 +174,7 @@ func TestDeadNodeReplicasMove(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const parts = 4
-	if err := c.Nodes[0].CreateTopic(ctx, "dead", parts, 3, nil, false); err != nil {
+	if err := c.Nodes[0].Controller().CreateTopic(ctx, "dead", parts, 3, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	var want [parts][]string
@@ -271,7 +271,7 @@ func TestReassignPartition(t *testing.T) {
 	c := clustertest.Start(t, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := c.Nodes[0].CreateTopic(ctx, "mv", 1, 3, nil, false); err != nil {
+	if err := c.Nodes[0].Controller().CreateTopic(ctx, "mv", 1, 3, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	tp, _ := c.Nodes[0].Meta().Topic("mv")

@@ -64,6 +64,10 @@ type command struct {
 	// register_broker: a node's addresses as it last registered them
 	// (registry.go).
 	Broker *Registration `json:"broker,omitempty"`
+	// store_group (groups.go): Group's membership stored under Token, or
+	// nil to remove it (only the one Token stored, when set).
+	GroupValue []byte `json:"group_value,omitempty"`
+	Token      string `json:"token,omitempty"`
 }
 
 // Topic is a topic in the metadata.
@@ -112,11 +116,13 @@ type Meta struct {
 	lastProducerID int64
 	// brokers is the broker registry, by node id (registry.go).
 	brokers map[int32]Registration
+	// groups are the consumer groups' stored membership (groups.go).
+	groups  map[string]StoredGroup
 	changed chan struct{}
 }
 
 func newMeta() *Meta {
-	return &Meta{topics: map[string]*Topic{}, offsets: map[string]map[string]GroupOffset{}, brokers: map[int32]Registration{}, changed: make(chan struct{}), lastProducerID: -1, lastCmd: -1, snapAt: -1}
+	return &Meta{topics: map[string]*Topic{}, offsets: map[string]map[string]GroupOffset{}, brokers: map[int32]Registration{}, groups: map[string]StoredGroup{}, changed: make(chan struct{}), lastProducerID: -1, lastCmd: -1, snapAt: -1}
 }
 
 // LastProducerID is the highest producer id allocated so far (-1: none).
@@ -362,6 +368,8 @@ func (m *Meta) applyOne(c command, offset int64, gap bool) error {
 	case "alloc_producer_id":
 		// The id is the command's offset.
 		m.lastProducerID = max(m.lastProducerID, offset)
+	case "store_group":
+		m.applyStoreGroup(c)
 	case "snapshot":
 		m.applySnapshot(c, offset, gap)
 	}

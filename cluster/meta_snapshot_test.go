@@ -51,10 +51,11 @@ type fullView struct {
 	Offsets  []GroupOffset
 	Groups   []string
 	Producer int64
+	Stored   map[string]StoredGroup
 }
 
 func fullViewOf(m *Meta) fullView {
-	return fullView{m.ClusterID(), m.Topics(), m.GroupOffsets("g", nil), m.OffsetGroups(), m.LastProducerID()}
+	return fullView{m.ClusterID(), m.Topics(), m.GroupOffsets("g", nil), m.OffsetGroups(), m.LastProducerID(), m.StoredGroups()}
 }
 
 // TestMetaSnapshot: a snapshot is the state where it follows its capture
@@ -482,5 +483,47 @@ func TestSnapshotKeepsOffsetLayout(t *testing.T) {
 		if tp, ok := mm.Topic("t"); !ok || !tp.DenseOffsets {
 			t.Fatalf("topic t: %+v", tp)
 		}
+	}
+}
+
+// A stored group is replaced by the next store and removed by a removal
+// under its token or none; a removal under another token (a group
+// incarnation emptied after a later one stored) keeps it.
+func TestStoreGroup(t *testing.T) {
+	m := newMeta()
+	off := int64(0)
+	apply := func(c command) {
+		t.Helper()
+		c.Op = "store_group"
+		if err := applyAt(t, m, c, off); err != nil {
+			t.Fatal(err)
+		}
+		off++
+	}
+	stored := func() map[string]StoredGroup { return m.StoredGroups() }
+	apply(command{Group: "a", Token: "t1", GroupValue: []byte("gen1")})
+	apply(command{Group: "a", Token: "t1", GroupValue: []byte("gen2")})
+	apply(command{Group: "b", Token: "t9", GroupValue: []byte("b")})
+	if got := stored(); !reflect.DeepEqual(got, map[string]StoredGroup{"a": {"t1", []byte("gen2")}, "b": {"t9", []byte("b")}}) {
+		t.Fatalf("stored %v", got)
+	}
+	// A snapshot holds them.
+	st, after := m.capture()
+	fresh := newMeta()
+	if err := applyAt(t, fresh, command{Op: "snapshot", State: &st, After: after}, 100); err != nil {
+		t.Fatal(err)
+	}
+	if got := fresh.StoredGroups(); !reflect.DeepEqual(got, stored()) {
+		t.Fatalf("restored from a snapshot: %v", got)
+	}
+	apply(command{Group: "a", Token: "t0"}) // an earlier incarnation's removal
+	if _, ok := stored()["a"]; !ok {
+		t.Fatal("a removal under another token removed the group")
+	}
+	apply(command{Group: "a", Token: "t1"})
+	apply(command{Group: "b"})
+	apply(command{Group: "nosuch", Token: "x"})
+	if got := stored(); len(got) != 0 {
+		t.Fatalf("stored after the removals: %v", got)
 	}
 }

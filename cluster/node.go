@@ -129,7 +129,7 @@ type Node struct {
 	gossipAddr  string // this node's gossip address as memberlist advertises it
 	bq          *memberlist.TransmitLimitedQueue
 	meta        *Meta
-	ctl         *controller
+	ctl         *Controller
 	leaders     *leaderTable
 
 	// members are the live members' broker information by member name,
@@ -183,7 +183,7 @@ func Start(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, logger: cfg.Logger.With("node", cfg.NodeID), meta: newMeta(), leaders: newLeaderTable(),
 		replicas: map[string]*replication.Replica{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), started: time.Now()}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.ctl = &controller{n: n, meta: n.meta}
+	n.ctl = &Controller{cfg: cfg, meta: n.meta, node: n, leaders: n.leaders, logger: n.logger, ctx: n.ctx, wg: &n.wg}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -296,6 +296,11 @@ func (n *Node) ID() int32 { return n.cfg.NodeID }
 
 // Meta is the cluster metadata as applied here.
 func (n *Node) Meta() *Meta { return n.meta }
+
+// Controller is the node's part in the metadata group, where the admin
+// operations (topics, partitions, configs, producer ids, committed
+// offsets) are appended.
+func (n *Node) Controller() *Controller { return n.ctl }
 
 // ControllerLog returns the start and end offsets of this node's replica
 // of the controller log (the start moves up to each metadata snapshot).

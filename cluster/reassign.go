@@ -190,7 +190,7 @@ func (n *Node) driveReassignment(r *replication.Replica, t Topic, p int32, rs Re
 			wanted = append(wanted, b)
 		}
 	}
-	n.syncMembers(r, wanted, true)
+	syncMembers(n.logger, r, wanted, true)
 	if len(wanted) < len(rs.Target) {
 		return // a target node is not live: wait for it, or for another target
 	}

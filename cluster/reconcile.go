@@ -96,7 +96,7 @@ func (n *Node) reconcile() {
 				if rs, moving := t.Reassigning[int32(p)]; moving {
 					n.driveReassignment(r, t, int32(p), rs, brokers)
 				} else {
-					n.syncMembers(r, wanted, true)
+					syncMembers(n.logger, r, wanted, true)
 				}
 			}
 		}

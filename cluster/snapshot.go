@@ -46,6 +46,9 @@ type metaState struct {
 	// Brokers is the broker registry (absent from the snapshots of
 	// versions before it: then empty, and every node registers again).
 	Brokers map[int32]Registration `json:"brokers,omitempty"`
+	// Groups are the stored consumer groups (groups.go; absent from the
+	// snapshots of versions before it).
+	Groups map[string]StoredGroup `json:"groups,omitempty"`
 }
 
 // capture returns the state and the offset of the last command in it.
@@ -53,7 +56,8 @@ func (m *Meta) capture() (metaState, int64) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	s := metaState{ClusterID: m.clusterID, LastProducerID: m.lastProducerID,
-		Topics: map[string]Topic{}, Offsets: map[string]map[string]GroupOffset{}, Brokers: maps.Clone(m.brokers)}
+		Topics: map[string]Topic{}, Offsets: map[string]map[string]GroupOffset{}, Brokers: maps.Clone(m.brokers),
+		Groups: maps.Clone(m.groups)}
 	for name, t := range m.topics {
 		s.Topics[name] = copyTopic(t)
 	}
@@ -94,6 +98,10 @@ func (m *Meta) install(st *metaState) {
 	m.brokers = st.Brokers
 	if m.brokers == nil {
 		m.brokers = map[int32]Registration{}
+	}
+	m.groups = st.Groups
+	if m.groups == nil {
+		m.groups = map[string]StoredGroup{}
 	}
 }
 
@@ -249,7 +257,7 @@ func (m *Meta) snapshotAt(offset int64) bool {
 // appendCommand appends a command on the controller's leader; snapshots
 // exclude every other append (see above), and only snapshotController
 // appends one.
-func (ctl *controller) appendCommand(ctx context.Context, c command) (int64, error) {
+func (ctl *Controller) appendCommand(ctx context.Context, c command) (int64, error) {
 	if c.Op == "snapshot" {
 		return -1, errors.New("cluster: a snapshot is appended only by the controller's leader itself")
 	}
@@ -260,8 +268,8 @@ func (ctl *controller) appendCommand(ctx context.Context, c command) (int64, err
 
 // maybeSnapshot starts a snapshot of the metadata when this node
 // leads the controller and enough commands were applied since the last.
-func (ctl *controller) maybeSnapshot() {
-	every := int64(ctl.n.cfg.ControllerSnapshotCommands)
+func (ctl *Controller) maybeSnapshot() {
+	every := int64(ctl.cfg.ControllerSnapshotCommands)
 	if every == 0 {
 		every = DefaultControllerSnapshotCommands
 	}
@@ -273,23 +281,23 @@ func (ctl *controller) maybeSnapshot() {
 	if ctl.meta.Applied() < ctl.r.HighWatermark() || !ctl.snapshotting.CompareAndSwap(false, true) {
 		return
 	}
-	ctl.n.wg.Add(1)
+	ctl.wg.Add(1)
 	go func() {
-		defer ctl.n.wg.Done()
+		defer ctl.wg.Done()
 		defer ctl.snapshotting.Store(false)
-		ctx, cancel := context.WithTimeout(ctl.n.ctx, 30*time.Second)
+		ctx, cancel := context.WithTimeout(ctl.ctx, 30*time.Second)
 		defer cancel()
 		if err := ctl.snapshot(ctx); err != nil {
 			// Not again before as many offsets more.
 			ctl.snapshotRetryAt.Store(ctl.meta.Applied() + every)
-			ctl.n.logger.Warn("controller snapshot", "error", err)
+			ctl.logger.Warn("controller snapshot", "error", err)
 		}
 	}()
 }
 
 // snapshot appends a snapshot of the metadata and moves the
 // controller log's start up to it.
-func (ctl *controller) snapshot(ctx context.Context) error {
+func (ctl *Controller) snapshot(ctx context.Context) error {
 	var size, parts int
 	var last int64
 	off, err := func() (int64, error) {
@@ -336,12 +344,12 @@ func (ctl *controller) snapshot(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("move the controller log start to the snapshot at %d: %w", off, err)
 	}
-	ctl.n.logger.Info("controller snapshot", "offset", off, "bytes", size, "parts", parts, "log_start", start)
+	ctl.logger.Info("controller snapshot", "offset", off, "bytes", size, "parts", parts, "log_start", start)
 	return nil
 }
 
 // waitApplied waits until this node has applied the metadata below offset.
-func (ctl *controller) waitApplied(ctx context.Context, offset int64) error {
+func (ctl *Controller) waitApplied(ctx context.Context, offset int64) error {
 	for {
 		ch := ctl.meta.changes()
 		if ctl.meta.Applied() >= offset {

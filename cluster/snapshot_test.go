@@ -69,10 +69,10 @@ func controllerSnapshotTest(t *testing.T, frequentRaftSnapshots, packed bool) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	if err := c.Nodes[0].CreateTopic(ctx, "s", 2, 3, map[string]string{"retention.ms": "3600000"}, false); err != nil {
+	if err := c.Nodes[0].Controller().CreateTopic(ctx, "s", 2, 3, map[string]string{"retention.ms": "3600000"}, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := c.Nodes[1].InitProducerID(ctx, -1, -1); err != nil {
+	if _, _, err := c.Nodes[1].Controller().InitProducerID(ctx, -1, -1); err != nil {
 		t.Fatal(err)
 	}
 	groups := []string{"g0", "g1", "g2"}
@@ -88,7 +88,7 @@ func controllerSnapshotTest(t *testing.T, frequentRaftSnapshots, packed bool) {
 				offs[i] = cluster.GroupOffset{Topic: "s", Partition: int32(2 + i), Offset: int64(i), Metadata: base64.StdEncoding.EncodeToString(md)}
 			}
 			group := fmt.Sprintf("bulk%d", g)
-			if err := c.Nodes[g%3].CommitOffsets(ctx, group, offs); err != nil {
+			if err := c.Nodes[g%3].Controller().CommitOffsets(ctx, group, offs); err != nil {
 				t.Fatal(err)
 			}
 			groups = append(groups, group)
@@ -103,13 +103,13 @@ func controllerSnapshotTest(t *testing.T, frequentRaftSnapshots, packed bool) {
 			if via == down {
 				via = (via + 1) % 3
 			}
-			if err := c.Nodes[via].CommitOffsets(ctx, groups[i%3], off); err != nil {
+			if err := c.Nodes[via].Controller().CommitOffsets(ctx, groups[i%3], off); err != nil {
 				t.Fatalf("commit %d: %v", i, err)
 			}
 		}
 	}
 	commit(0, 70)
-	if err := c.Nodes[2].DeleteOffsets(ctx, "g2", []cluster.GroupOffset{{Topic: "s", Partition: 0}}); err != nil {
+	if err := c.Nodes[2].Controller().DeleteOffsets(ctx, "g2", []cluster.GroupOffset{{Topic: "s", Partition: 0}}); err != nil {
 		t.Fatal(err)
 	}
 	clustertest.WaitFor(t, "every node's controller log to start past its first snapshot", 30*time.Second, func() bool {

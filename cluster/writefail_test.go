@@ -37,7 +37,7 @@ func TestReplicaReopensAfterWriteError(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := c.Nodes[0].CreateTopic(ctx, "full", 1, 3, nil, false); err != nil {
+	if err := c.Nodes[0].Controller().CreateTopic(ctx, "full", 1, 3, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	var want []string

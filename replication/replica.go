@@ -58,10 +58,13 @@ type Replica struct {
 	recovered atomic.Bool
 	prod      *producers
 	appendMu  sync.Mutex // checks and enqueues in one order
-	// ready is set once a new leader has applied everything before its
-	// term (a barrier), so its high watermark covers every entry earlier
-	// leaders may have served; cleared when leadership goes.
-	ready     atomic.Bool
+	// readyTerm is the last term in which this replica, leading, applied
+	// everything before the term (a barrier), so that its high watermark
+	// covers every entry earlier leaders may have served. A term, not a
+	// flag: Raft's leadership notifications coalesce, so a leadership lost
+	// and won again may be told as one "won", and the barrier of an
+	// earlier term must not make a later one ready.
+	readyTerm atomic.Uint64
 	raftp     atomic.Pointer[raft.Raft] // r.raft for goroutines that may run before NewRaft returns
 	gateMu    sync.Mutex
 	gateSince time.Time
@@ -409,17 +412,19 @@ func (r *Replica) watchLeadership() {
 		case <-r.closed:
 			return
 		case isLeader := <-ch:
-			r.ready.Store(false)
 			if !isLeader {
 				r.logger.Info("leadership lost", "term", r.Term())
 				r.prod.dropPending(r.notLeader())
 				continue
 			}
-			r.logger.Info("leadership won", "term", r.Term())
+			term := r.raft.CurrentTerm()
+			r.logger.Info("leadership won", "term", term)
 			go func() {
-				if err := r.raft.Barrier(applyTimeout).Error(); err == nil && r.raft.State() == raft.Leader {
-					r.ready.Store(true)
-					r.logger.Info("leader ready: every earlier entry applied", "term", r.Term())
+				// The barrier is an entry of term or later: once applied,
+				// every entry before term is.
+				if err := r.raft.Barrier(applyTimeout).Error(); err == nil && r.raft.State() == raft.Leader && r.raft.CurrentTerm() == term {
+					r.readyTerm.Store(term)
+					r.logger.Info("leader ready: every earlier entry applied", "term", term)
 				}
 			}()
 		}
@@ -433,4 +438,6 @@ func (r *Replica) ProducerIDs() (held, forgotten int) { return r.prod.count() }
 // LeaderReady reports whether this replica leads and has applied every
 // entry of earlier terms: only then may it serve reads and offsets (its
 // high watermark would otherwise lag what the previous leader served).
-func (r *Replica) LeaderReady() bool { return r.ready.Load() && r.raft.State() == raft.Leader }
+func (r *Replica) LeaderReady() bool {
+	return r.raft.State() == raft.Leader && r.readyTerm.Load() == r.raft.CurrentTerm()
+}

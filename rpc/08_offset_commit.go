@@ -44,8 +44,8 @@ func (s *Server) offsetCommit(c *call, req *kmsg.OffsetCommitRequest) (kmsg.Resp
 		}
 		return resp, nil
 	}
-	if err := s.coordinating(); err != nil {
-		return setAll(kerr.NotCoordinator.Code)
+	if e := s.coordinating(); e != nil {
+		return setAll(e.Code)
 	}
 	generation := req.Generation
 	if req.Version == 0 {

@@ -16,7 +16,10 @@ import (
 // transactional offset commits. The leader epoch is answered v5+.
 func (s *Server) offsetFetch(_ *call, req *kmsg.OffsetFetchRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
-	coordErr := s.coordinating()
+	var coordErr error
+	if e := s.coordinating(); e != nil {
+		coordErr = e
+	}
 	if req.Version >= 8 {
 		for _, rg := range req.Groups {
 			var topics []kmsg.OffsetFetchRequestTopic

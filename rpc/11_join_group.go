@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -29,8 +28,8 @@ var errClientGone = errors.New("client gone while waiting for the group")
 func (s *Server) joinGroup(c *call, req *kmsg.JoinGroupRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
 	resp.MemberID = req.MemberID
-	if err := s.coordinating(); err != nil {
-		resp.ErrorCode = kerr.NotCoordinator.Code
+	if e := s.coordinating(); e != nil {
+		resp.ErrorCode = e.Code
 		return resp, nil
 	}
 	rebalance := req.RebalanceTimeoutMillis

@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -14,8 +13,8 @@ import (
 // member id. Not the coordinator: NOT_COORDINATOR.
 func (s *Server) heartbeat(_ *call, req *kmsg.HeartbeatRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
-	if err := s.coordinating(); err != nil {
-		resp.ErrorCode = kerr.NotCoordinator.Code
+	if e := s.coordinating(); e != nil {
+		resp.ErrorCode = e.Code
 		return resp, nil
 	}
 	resp.ErrorCode = kcode(s.groups.heartbeat(req.Group, req.MemberID, req.InstanceID, req.Generation))

@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -14,8 +13,8 @@ import (
 // not kept. Not the coordinator: NOT_COORDINATOR for the whole request.
 func (s *Server) leaveGroup(_ *call, req *kmsg.LeaveGroupRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
-	if err := s.coordinating(); err != nil {
-		resp.ErrorCode = kerr.NotCoordinator.Code
+	if e := s.coordinating(); e != nil {
+		resp.ErrorCode = e.Code
 		return resp, nil
 	}
 	var ms []leaveMember

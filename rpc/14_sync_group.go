@@ -3,7 +3,6 @@ package rpc
 import (
 	"bytes"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -22,8 +21,8 @@ import (
 // coordinator: NOT_COORDINATOR.
 func (s *Server) syncGroup(c *call, req *kmsg.SyncGroupRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
-	if err := s.coordinating(); err != nil {
-		resp.ErrorCode = kerr.NotCoordinator.Code
+	if e := s.coordinating(); e != nil {
+		resp.ErrorCode = e.Code
 		return resp, nil
 	}
 	p := syncParams{

@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -21,7 +20,7 @@ func (s *Server) describeGroups(_ *call, req *kmsg.DescribeGroupsRequest) (kmsg.
 		sg := kmsg.NewDescribeGroupsResponseGroup()
 		sg.Group = name
 		if coordErr != nil {
-			sg.ErrorCode = kerr.NotCoordinator.Code
+			sg.ErrorCode = coordErr.Code
 			resp.Groups = append(resp.Groups, sg)
 			continue
 		}

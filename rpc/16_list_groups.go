@@ -17,8 +17,11 @@ import (
 // COORDINATOR_NOT_AVAILABLE while no coordinator is elected.
 func (s *Server) listGroups(_ *call, req *kmsg.ListGroupsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
-	if err := s.coordinating(); err != nil {
-		if s.gb.Coordinator() < 0 {
+	if e := s.coordinating(); e != nil {
+		switch {
+		case e != kerr.NotCoordinator:
+			resp.ErrorCode = e.Code
+		case s.gb.Coordinator() < 0:
 			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		}
 		return resp, nil

@@ -16,7 +16,10 @@ import (
 // coordinator: NOT_COORDINATOR for every group.
 func (s *Server) deleteGroups(c *call, req *kmsg.DeleteGroupsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
-	coordErr := s.coordinating()
+	var coordErr error
+	if e := s.coordinating(); e != nil {
+		coordErr = e
+	}
 	ctx, cancel := timeoutCtx(c.ctx, 0)
 	defer cancel()
 	for _, name := range req.Groups {

@@ -16,8 +16,8 @@ import (
 // partitions of unknown topics. Not the coordinator: NOT_COORDINATOR.
 func (s *Server) offsetDelete(c *call, req *kmsg.OffsetDeleteRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
-	if err := s.coordinating(); err != nil {
-		resp.ErrorCode = kerr.NotCoordinator.Code
+	if e := s.coordinating(); e != nil {
+		resp.ErrorCode = e.Code
 		return resp, nil
 	}
 	if req.Group == "" {

@@ -181,6 +181,26 @@ type GroupBroker interface {
 	// the order of the commits, so that a commit that lands first is
 	// kept: offset retention.
 	ExpireOffsets(ctx context.Context, group string, offsets []CommittedOffset) error
+	// StoreGroup stores a group's membership (Kafka's GroupMetadataValue)
+	// durably under token, the coordinator's name for its incarnation of
+	// the group, so that a coordinator taking over resumes the group.
+	// A nil value removes it (only the one stored under token, when token
+	// is set). Only the coordinator stores: elsewhere NOT_COORDINATOR.
+	StoreGroup(ctx context.Context, group, token string, value []byte) error
+	// StoredGroups returns the stored groups, by name.
+	StoredGroups() map[string]StoredGroup
+	// GroupsLoaded tells the epoch of this node's role as the coordinator
+	// (a new one each time it takes the role; its groups are then loaded
+	// again) and whether StoredGroups holds everything the coordinators
+	// before it stored (until then it answers
+	// COORDINATOR_LOAD_IN_PROGRESS).
+	GroupsLoaded() (epoch uint64, loaded bool)
+}
+
+// StoredGroup is a group's membership as StoreGroup stored it.
+type StoredGroup struct {
+	Token string
+	Value []byte
 }
 
 // CommittedOffset is one committed offset.

@@ -3,6 +3,7 @@ package rpc
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"crypto/rand"
 	"fmt"
 	"math"
@@ -20,7 +21,8 @@ import (
 // one state machine per group, in the memory of the node that coordinates
 // groups (GroupBroker.Coordinator). Committed offsets are not here: they
 // are the broker's (GroupBroker.CommitOffsets...), replicated, so they
-// survive a coordinator change; membership does not, and members rejoin.
+// survive a coordinator change; so does the membership each completed
+// rebalance stores (group_store.go).
 //
 // A group's states are Kafka's:
 //
@@ -231,6 +233,10 @@ type coordinator struct {
 	cfg    GroupConfig
 	clock  clock
 	logger hclog.Logger
+	// ctx ends when the server closes; store keeps the groups' membership
+	// (nil: in memory only; group_store.go).
+	ctx   context.Context
+	store groupStore
 	// newID makes a member id from a prefix (the client or instance id).
 	newID func(prefix string) string
 
@@ -241,6 +247,19 @@ type coordinator struct {
 	// moved): offset retention counts from them (offset_retention.go).
 	emptied map[string]time.Time
 	resetAt time.Time
+	// loaded: the stored groups were loaded in the coordinator epoch
+	// epoch (group_store.go); loadMu serializes the loads.
+	loaded bool
+	epoch  uint64
+	loadMu sync.Mutex
+}
+
+// groupStore is the part of GroupBroker that keeps the groups'
+// membership.
+type groupStore interface {
+	StoreGroup(ctx context.Context, group, token string, value []byte) error
+	StoredGroups() map[string]StoredGroup
+	GroupsLoaded() (epoch uint64, loaded bool)
 }
 
 func newCoordinator(cfg GroupConfig, clk clock, logger hclog.Logger) *coordinator {
@@ -248,6 +267,7 @@ func newCoordinator(cfg GroupConfig, clk clock, logger hclog.Logger) *coordinato
 		cfg:     cfg.withDefaults(),
 		clock:   clk,
 		logger:  logger,
+		ctx:     context.Background(),
 		newID:   randomMemberID,
 		groups:  make(map[string]*group),
 		emptied: make(map[string]time.Time),
@@ -266,6 +286,12 @@ func randomMemberID(prefix string) string {
 type group struct {
 	c    *coordinator
 	name string
+	// token names this incarnation of the group in the store; stored is
+	// set once its membership was stored, and storingGen is the
+	// generation whose store is under way (0: none; group_store.go).
+	token      string
+	stored     bool
+	storingGen int32
 
 	mu sync.Mutex
 	// dead: the group left c.groups (or is about to); whoever finds it
@@ -338,6 +364,7 @@ func (c *coordinator) lockGroup(name string, create bool) (*group, *kerr.Error) 
 			g = &group{
 				c:       c,
 				name:    name,
+				token:   randomMemberID("g"),
 				members: make(map[string]*member),
 				pending: make(map[string]*pendingMember),
 				static:  make(map[string]string),
@@ -373,6 +400,7 @@ func (c *coordinator) forget(g *group) {
 		if c.cfg.OffsetsRetention > 0 {
 			c.emptied[g.name] = c.clock.Now()
 		}
+		c.removeStored(g)
 	}
 	c.mu.Unlock()
 }
@@ -383,6 +411,7 @@ func (c *coordinator) reset() {
 	c.mu.Lock()
 	clear(c.emptied)
 	c.resetAt = c.clock.Now()
+	c.loaded = false
 	if len(c.groups) == 0 {
 		c.mu.Unlock()
 		return
@@ -923,14 +952,7 @@ func (g *group) currentJoin(memberID string, withMembers bool) joinResult {
 	}
 	if withMembers {
 		for _, m := range g.sortedMembers(nil) {
-			jm := joinMember{memberID: m.id, instanceID: m.instanceID}
-			for _, p := range m.protocols {
-				if p.name == g.protocol {
-					jm.metadata = p.metadata
-					break
-				}
-			}
-			r.members = append(r.members, jm)
+			r.members = append(r.members, joinMember{memberID: m.id, instanceID: m.instanceID, metadata: m.metadataOf(g.protocol)})
 		}
 	}
 	return r
@@ -1016,7 +1038,11 @@ func (c *coordinator) sync(p syncParams) (syncResult, <-chan syncResult) {
 		ch := make(chan syncResult, 1)
 		m.syncWait = ch
 		g.heartbeatMember(m)
-		if m.id == g.leader {
+		switch {
+		case m.id != g.leader || g.storingGen == g.generation:
+		case g.c.store != nil:
+			g.storeAssignment(p.assignments)
+		default:
 			g.assign(p.assignments)
 		}
 		return syncResult{}, ch
@@ -1032,17 +1058,33 @@ func (c *coordinator) sync(p syncParams) (syncResult, <-chan syncResult) {
 // SyncGroup and makes the group Stable.
 func (g *group) assign(assignments map[string][]byte) {
 	for _, m := range g.members {
-		a := assignments[m.id]
-		if len(a) == 0 && g.protocolType == "consumer" {
-			a = emptyConsumerAssignment
-		}
-		m.assignment = a
+		m.assignment = g.assignmentOf(m, assignments)
 	}
 	g.state = groupStable
 	for _, m := range g.members {
 		g.answerSync(m, g.syncOK(m))
 	}
 	g.c.logger.Debug("group stable", "group", g.name, "generation", g.generation, "members", len(g.members))
+}
+
+// assignmentOf is a member's part of the leader's assignments: a
+// "consumer" member the leader left out gets an empty assignment.
+func (g *group) assignmentOf(m *member, assignments map[string][]byte) []byte {
+	a := assignments[m.id]
+	if len(a) == 0 && g.protocolType == "consumer" {
+		a = emptyConsumerAssignment
+	}
+	return a
+}
+
+// metadataOf is a member's metadata of a protocol (nil: not supported).
+func (m *member) metadataOf(protocol string) []byte {
+	for _, p := range m.protocols {
+		if p.name == protocol {
+			return p.metadata
+		}
+	}
+	return nil
 }
 
 func (g *group) syncOK(m *member) syncResult {
@@ -1189,13 +1231,7 @@ func (c *coordinator) describe(groupID string) (groupDescription, bool) {
 	for _, m := range g.sortedMembers(nil) {
 		dm := describedMember{memberID: m.id, instanceID: m.instanceID, clientID: m.clientID, clientHost: m.clientHost}
 		if stable {
-			dm.assignment = m.assignment
-			for _, p := range m.protocols {
-				if p.name == g.protocol {
-					dm.metadata = p.metadata
-					break
-				}
-			}
+			dm.assignment, dm.metadata = m.assignment, m.metadataOf(g.protocol)
 		}
 		d.members = append(d.members, dm)
 	}

@@ -163,13 +163,14 @@ func checkEpoch(p Partition, current int32) error {
 // coordinating reports whether this node coordinates groups now; when it
 // does not (the role moved away, or no coordinator is elected) it drops
 // the groups held in memory and returns kerr.NotCoordinator: the clients
-// find the coordinator again and rejoin there.
-func (s *Server) coordinating() error {
-	if s.gb.Coordinator() == s.b.NodeID() {
-		return nil
+// find the coordinator again. A node that just took the role loads the
+// stored groups first (kerr.CoordinatorLoadInProgress until it can).
+func (s *Server) coordinating() *kerr.Error {
+	if s.gb.Coordinator() != s.b.NodeID() {
+		s.groups.reset()
+		return kerr.NotCoordinator
 	}
-	s.groups.reset()
-	return kerr.NotCoordinator
+	return s.groups.load()
 }
 
 // kcode is the code of a coordinator error, 0 for nil.

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"path/filepath"
 	"slices"
@@ -40,6 +41,13 @@ type memBroker struct {
 	offMu   sync.Mutex
 	offsets map[string]map[TopicPartition]CommittedOffset
 	commits atomic.Int64 // CommitOffsets calls
+	// stored are the groups' stored membership (under offMu); storeErr,
+	// when set, fails StoreGroup; loading makes GroupsLoaded false.
+	stored map[string]StoredGroup
+	// coordEpoch counts the coordinator's moves (GroupsLoaded).
+	coordEpoch atomic.Uint64
+	storeErr   atomic.Pointer[error]
+	loading    atomic.Bool
 	// clock, when set, tells the commit times (else time.Now).
 	clock clock
 
@@ -82,7 +90,7 @@ var topicDefaults = map[string]string{
 
 func newMemBroker(t testing.TB) *memBroker {
 	b := &memBroker{dir: t.TempDir(), node: 1, host: "127.0.0.1", topics: make(map[string]*memTopic),
-		offsets: make(map[string]map[TopicPartition]CommittedOffset)}
+		offsets: make(map[string]map[TopicPartition]CommittedOffset), stored: make(map[string]StoredGroup)}
 	b.coord.Store(b.node)
 	t.Cleanup(b.close)
 	return b
@@ -486,7 +494,10 @@ func (p *memPart) DeleteRecords(_ context.Context, offset int64) (int64, error) 
 func (b *memBroker) Coordinator() int32 { return b.coord.Load() }
 
 // moveCoordinator makes another node (or none, -1) the group coordinator.
-func (b *memBroker) moveCoordinator(node int32) { b.coord.Store(node) }
+func (b *memBroker) moveCoordinator(node int32) {
+	b.coord.Store(node)
+	b.coordEpoch.Add(1)
+}
 
 func (b *memBroker) CommitOffsets(ctx context.Context, group string, offsets []CommittedOffset) error {
 	if err := ctx.Err(); err != nil {
@@ -567,6 +578,35 @@ func (b *memBroker) ExpireOffsets(ctx context.Context, group string, offsets []C
 	}
 	return nil
 }
+
+func (b *memBroker) StoreGroup(ctx context.Context, group, token string, value []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if b.coord.Load() != b.node {
+		return kerr.NotCoordinator
+	}
+	if e := b.storeErr.Load(); e != nil {
+		return *e
+	}
+	b.offMu.Lock()
+	defer b.offMu.Unlock()
+	switch {
+	case value != nil:
+		b.stored[group] = StoredGroup{Token: token, Value: value}
+	case token == "" || b.stored[group].Token == token:
+		delete(b.stored, group)
+	}
+	return nil
+}
+
+func (b *memBroker) StoredGroups() map[string]StoredGroup {
+	b.offMu.Lock()
+	defer b.offMu.Unlock()
+	return maps.Clone(b.stored)
+}
+
+func (b *memBroker) GroupsLoaded() (uint64, bool) { return b.coordEpoch.Load(), !b.loading.Load() }
 
 func (b *memBroker) OffsetGroups() []string {
 	b.offMu.Lock()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"maps"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // Offset retention.
@@ -55,8 +57,11 @@ func (s *Server) expireOffsets(ctx context.Context, now, since time.Time) time.T
 	if keep < 0 {
 		return since
 	}
-	if s.gb.Coordinator() != s.b.NodeID() {
-		return time.Time{}
+	if e := s.coordinating(); e != nil {
+		if e == kerr.NotCoordinator {
+			return time.Time{}
+		}
+		return since // the stored groups are not loaded yet
 	}
 	if since.IsZero() {
 		return now // nothing is known of what came before

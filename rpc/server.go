@@ -133,11 +133,12 @@ func NewServer(b Broker, opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if gb, ok := b.(GroupBroker); ok {
 		s.gb = gb
 		s.groups = newCoordinator(s.groupCfg, realClock{}, s.logger.Named("groups"))
+		s.groups.ctx, s.groups.store = s.ctx, gb
 	}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
 }
 

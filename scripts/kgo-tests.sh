@@ -1,11 +1,8 @@
 #!/usr/bin/env bash
 # Runs franz-go's own integration tests (pkg/kgo, from the module cache)
 # against a local three-node raftlog cluster. KGO_RUN picks them (a go
-# test -run pattern); the default is those that pass every run:
-# TestAddRemovePartitions. TestGroupETL passes most runs but not all (a
-# group coordinator that moves drops its groups: every member becomes
-# unknown), so CI leaves it out until groups outlive a coordinator move:
-#   KGO_RUN='^(TestGroupETL|TestAddRemovePartitions)$' scripts/kgo-tests.sh
+# test -run pattern; default TestGroupETL and TestAddRemovePartitions).
+# When a test fails, the cluster's log is printed (its last lines) and kept.
 # Usage: scripts/kgo-tests.sh [extra go test flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,4 +27,9 @@ grep -q "cluster is up" "$out" || { echo "the cluster did not come up"; cat "$ou
 seeds="127.0.0.1:$port,127.0.0.1:$((port + 1)),127.0.0.1:$((port + 2))"
 KGO_SEEDS=$seeds KGO_TEST_RF=3 KGO_TEST_RECORDS=${KGO_TEST_RECORDS:-20000} KGO_LOG_LEVEL=none \
   go test github.com/twmb/franz-go/pkg/kgo -count=1 -timeout 10m \
-  -run "${KGO_RUN:-^TestAddRemovePartitions\$}" "$@"
+  -run "${KGO_RUN:-^(TestGroupETL|TestAddRemovePartitions)\$}" "$@" || {
+  rc=$?
+  echo "== the cluster's log ($out), last 200 lines"
+  tail -n 200 "$out"
+  exit $rc
+}

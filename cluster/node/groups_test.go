@@ -13,7 +13,9 @@ import (
 	"github.com/raftlog/raftlog/cluster/clustertest"
 	"github.com/raftlog/raftlog/cluster/node"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestConsumerGroupOnCluster: a kgo consumer group of three members on six
@@ -122,18 +124,7 @@ func TestConsumerGroupOnCluster(t *testing.T) {
 		}
 		t.Fatalf("committed offsets of %d partitions, want 6: %+v", nb, before)
 	}
-	// Kill the coordinator's node (the controller leader).
-	coord := -1
-	for i, nd := range c.Nodes {
-		if nd.ControllerID() == nd.ID() {
-			coord = i
-		}
-	}
-	if coord < 0 {
-		t.Fatal("no controller leader")
-	}
-	t.Logf("killing node %d, the controller leader", coord+1)
-	c.Kill(coord)
+	coord := killCoordinator(t, c)
 	var rest []string
 	for i, b := range c.Bootstrap {
 		if i != coord {
@@ -309,4 +300,143 @@ func TestOffsetRetentionOnCluster(t *testing.T) {
 	if n := committed("live"); n != 1 {
 		t.Fatalf("the live group's offsets went with the memberless one's: %d left", n)
 	}
+}
+
+// TestGroupSurvivesCoordinatorLoss: the node coordinating a consumer group
+// (the controller leader) dies; the node taking the role loads the group
+// as its last rebalance stored it, so the members go on at their
+// generation: a heartbeat at that generation is accepted, the members
+// consume what is produced after the loss, and none of them lost or gave
+// up its partitions.
+func TestGroupSurvivesCoordinatorLoss(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	c.CreateTopic("keep", 2, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	changes := 0 // partitions revoked or lost after the group first settled
+	settled := false
+	var members []*kgo.Client
+	for m := 0; m < 2; m++ {
+		cl := c.Client(kgo.ConsumerGroup("keepers"), kgo.ConsumeTopics("keep"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.SessionTimeout(10*time.Second), kgo.HeartbeatInterval(200*time.Millisecond),
+			kgo.OnPartitionsRevoked(func(context.Context, *kgo.Client, map[string][]int32) {
+				mu.Lock()
+				if settled {
+					changes++
+				}
+				mu.Unlock()
+			}),
+			kgo.OnPartitionsLost(func(context.Context, *kgo.Client, map[string][]int32) {
+				mu.Lock()
+				if settled {
+					changes++
+				}
+				mu.Unlock()
+			}))
+		members = append(members, cl)
+		go func() {
+			for ctx.Err() == nil {
+				fs := cl.PollFetches(ctx)
+				fs.EachRecord(func(r *kgo.Record) {
+					mu.Lock()
+					seen[string(r.Value)] = true
+					mu.Unlock()
+				})
+			}
+		}()
+	}
+	adm := kadm.NewClient(c.Client())
+	// Settled: both members in one generation, the group Stable with
+	// each owning a partition.
+	type identity struct {
+		id  string
+		gen int32
+	}
+	var ids [2]identity
+	clustertest.Eventually(t, 60*time.Second, func() error {
+		for i, cl := range members {
+			id, gen := cl.GroupMetadata()
+			ids[i] = identity{id, gen}
+		}
+		if ids[0].gen <= 0 || ids[0].gen != ids[1].gen {
+			return fmt.Errorf("members at generations %d and %d", ids[0].gen, ids[1].gen)
+		}
+		d, err := adm.DescribeGroups(ctx, "keepers")
+		if err != nil {
+			return err
+		}
+		g := d["keepers"]
+		if g.State != "Stable" || len(g.Members) != 2 {
+			return fmt.Errorf("group %s with %d members", g.State, len(g.Members))
+		}
+		for _, m := range g.Members {
+			if a, ok := m.Assigned.AsConsumer(); !ok || len(a.Topics) != 1 || len(a.Topics[0].Partitions) != 1 {
+				return fmt.Errorf("member %s assigned %+v", m.MemberID, m.Assigned)
+			}
+		}
+		return nil
+	})
+	mu.Lock()
+	settled = true
+	mu.Unlock()
+	t.Logf("group settled at generation %d", ids[0].gen)
+
+	killCoordinator(t, c)
+
+	// The new coordinator accepts a heartbeat at the settled generation.
+	probe := c.Client()
+	clustertest.Eventually(t, 60*time.Second, func() error {
+		req := kmsg.NewPtrHeartbeatRequest()
+		req.Group, req.MemberID, req.Generation = "keepers", ids[0].id, ids[0].gen
+		hctx, hcancel := context.WithTimeout(ctx, 3*time.Second)
+		defer hcancel()
+		resp, err := req.RequestWith(hctx, probe)
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(resp.ErrorCode)
+	})
+	prod := c.Client(kgo.DefaultProduceTopic("keep"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	for i := 0; i < 20; i++ {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("after-%02d", i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clustertest.Eventually(t, 60*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		for i := 0; i < 20; i++ {
+			if !seen[fmt.Sprintf("after-%02d", i)] {
+				return fmt.Errorf("after-%02d not consumed", i)
+			}
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if changes != 0 {
+		t.Errorf("partitions revoked or lost %d times after the coordinator's loss", changes)
+	}
+	for i, cl := range members {
+		if id, gen := cl.GroupMetadata(); id != ids[i].id || gen != ids[i].gen {
+			t.Errorf("member %d: %s at generation %d after the loss, was %s at %d", i, id, gen, ids[i].id, ids[i].gen)
+		}
+	}
+}
+
+// killCoordinator kills the node coordinating groups (the controller
+// leader) and returns its index.
+func killCoordinator(t *testing.T, c *clustertest.Cluster) int {
+	t.Helper()
+	for i, nd := range c.Nodes {
+		if nd.ControllerID() == nd.ID() {
+			t.Logf("killing node %d, the controller leader and group coordinator", i+1)
+			c.Kill(i)
+			return i
+		}
+	}
+	t.Fatal("no controller leader")
+	return -1
 }

@@ -88,15 +88,15 @@ func (b broker) Topics(names []string) []rpc.TopicInfo {
 }
 
 func (b broker) CreateTopic(ctx context.Context, name string, partitions int32, replication int16, configs map[string]string, validateOnly bool) error {
-	return kafkaErr(b.n.CreateTopic(ctx, name, partitions, replication, configs, validateOnly))
+	return kafkaErr(b.n.Controller().CreateTopic(ctx, name, partitions, replication, configs, validateOnly))
 }
 
 func (b broker) DeleteTopic(ctx context.Context, name string) error {
-	return kafkaErr(b.n.DeleteTopic(ctx, name))
+	return kafkaErr(b.n.Controller().DeleteTopic(ctx, name))
 }
 
 func (b broker) CreatePartitions(ctx context.Context, name string, count int32, validateOnly bool) error {
-	return kafkaErr(b.n.CreatePartitions(ctx, name, count, validateOnly))
+	return kafkaErr(b.n.Controller().CreatePartitions(ctx, name, count, validateOnly))
 }
 
 func (b broker) TopicConfigs(name string) ([]rpc.ConfigEntry, error) {
@@ -133,7 +133,7 @@ func (b broker) AlterTopicConfigs(ctx context.Context, name string, changes []rp
 			return kerr.InvalidConfig
 		}
 	}
-	return kafkaErr(b.n.AlterTopicConfigs(ctx, name, set, dels, validateOnly))
+	return kafkaErr(b.n.Controller().AlterTopicConfigs(ctx, name, set, dels, validateOnly))
 }
 
 func (b broker) Partition(topic string, p int32) (rpc.Partition, error) {
@@ -148,7 +148,7 @@ func (b broker) InitProducerID(ctx context.Context, transactionalID *string, pro
 	if transactionalID != nil {
 		return -1, -1, kerr.TransactionalIDAuthorizationFailed
 	}
-	id, e, err := b.n.InitProducerID(ctx, producerID, epoch)
+	id, e, err := b.n.Controller().InitProducerID(ctx, producerID, epoch)
 	return id, e, kafkaErr(err)
 }
 
@@ -166,7 +166,7 @@ func (b broker) CommitOffsets(ctx context.Context, group string, offs []rpc.Comm
 	for _, o := range offs {
 		gs = append(gs, cluster.GroupOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata})
 	}
-	return kafkaErr(b.n.CommitOffsets(ctx, group, gs))
+	return kafkaErr(b.n.Controller().CommitOffsets(ctx, group, gs))
 }
 
 func (b broker) FetchOffsets(group string, topics []string) ([]rpc.CommittedOffset, error) {
@@ -189,7 +189,7 @@ func (b broker) DeleteOffsets(ctx context.Context, group string, parts []rpc.Top
 	if parts != nil && len(gs) == 0 {
 		return nil
 	}
-	return kafkaErr(b.n.DeleteOffsets(ctx, group, gs))
+	return kafkaErr(b.n.Controller().DeleteOffsets(ctx, group, gs))
 }
 
 func (b broker) OffsetGroups() []string { return b.n.Meta().OffsetGroups() }
@@ -203,8 +203,23 @@ func (b broker) ExpireOffsets(ctx context.Context, group string, offsets []rpc.C
 		}
 		gs = append(gs, g)
 	}
-	return kafkaErr(b.n.ExpireOffsets(ctx, group, gs))
+	return kafkaErr(b.n.Controller().ExpireOffsets(ctx, group, gs))
 }
+
+func (b broker) StoreGroup(ctx context.Context, group, token string, value []byte) error {
+	return kafkaErr(b.n.Controller().StoreGroup(ctx, group, token, value))
+}
+
+func (b broker) StoredGroups() map[string]rpc.StoredGroup {
+	stored := b.n.Meta().StoredGroups()
+	out := make(map[string]rpc.StoredGroup, len(stored))
+	for name, g := range stored {
+		out[name] = rpc.StoredGroup{Token: g.Token, Value: g.Value}
+	}
+	return out
+}
+
+func (b broker) GroupsLoaded() (uint64, bool) { return b.n.Controller().GroupsLoaded() }
 
 // partition is a led replica seen by the Kafka front end.
 type partition struct{ r *replication.Replica }
