@@ -13,8 +13,9 @@ import (
 // stopped) are logged at debug, since they are the normal course of a
 // membership change and Raft retries them with a backoff. So are its
 // warnings of a new group's start: the first election of a group that
-// never had a leader, and the empty follower that its leader's first
-// append finds (the leader then sends from entry 1).
+// never had a leader, a replica with no configuration yet waiting for its
+// leader's first append instead of standing for election, and the empty
+// follower that this append finds (the leader then sends from entry 1).
 type raftLogger struct{ hclog.Logger }
 
 // routine reports whether a warning of Raft's is the normal start of a
@@ -23,6 +24,8 @@ func routine(msg string, args []any) bool {
 	switch msg {
 	case "heartbeat timeout reached, starting election":
 		return argIs(args, "last-leader-id", "")
+	case "no known peers, aborting election":
+		return true
 	case "failed to get previous log":
 		return argIs(args, "last-index", "0")
 	case "appendEntries rejected, sending older logs":

@@ -2,7 +2,8 @@
 # Runs franz-go's own integration tests (pkg/kgo, from the module cache)
 # against a local three-node raftlog cluster. KGO_RUN picks them (a go
 # test -run pattern; default TestGroupETL and TestAddRemovePartitions).
-# When a test fails, the cluster's log is printed (its last lines) and kept.
+# When a test fails, the cluster's output is printed (its last lines) and
+# its data directory, with the nodes' log, is kept.
 # Usage: scripts/kgo-tests.sh [extra go test flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,12 +11,15 @@ port=${KGO_PORT:-24092} # below the ephemeral range, where no client socket take
 bin=$(mktemp -d)/raftlog
 go build -o "$bin" ./cmd/raftlog
 out=$(mktemp)
-"$bin" dev --kafka-port "$port" >"$out" 2>&1 &
+dir=$(mktemp -d)
+"$bin" dev --kafka-port "$port" --dir "$dir" >"$out" 2>&1 &
 dev=$!
+failed=
 stop() {
   kill -TERM "$dev" 2>/dev/null || true
   for _ in $(seq 1 60); do kill -0 "$dev" 2>/dev/null || break; sleep 1; done
   kill -KILL "$dev" 2>/dev/null || true
+  if [ -z "$failed" ]; then rm -rf "$dir" "$out" "$(dirname "$bin")"; fi
 }
 trap stop EXIT
 for _ in $(seq 1 120); do
@@ -29,7 +33,8 @@ KGO_SEEDS=$seeds KGO_TEST_RF=3 KGO_TEST_RECORDS=${KGO_TEST_RECORDS:-20000} KGO_L
   go test github.com/twmb/franz-go/pkg/kgo -count=1 -timeout 10m \
   -run "${KGO_RUN:-^(TestGroupETL|TestAddRemovePartitions)\$}" "$@" || {
   rc=$?
-  echo "== the cluster's log ($out), last 200 lines"
+  failed=1
+  echo "== the cluster's output ($out), last 200 lines; the nodes' log, kept: $dir/raftlog.log"
   tail -n 200 "$out"
   exit $rc
 }
