@@ -172,10 +172,13 @@ func (ctl *Controller) CreateTopic(ctx context.Context, name string, partitions 
 	if err := validateConfigs(configs); err != nil {
 		return err
 	}
+	assign := assignReplicas(brokers, 0, int(partitions), int(replicas))
+	if err := ctl.checkPartitionLimits(assign); err != nil {
+		return err
+	}
 	if validateOnly {
 		return nil
 	}
-	assign := assignReplicas(brokers, 0, int(partitions), int(replicas))
 	_, err := ctl.append(ctx, command{Op: "create_topic", Topic: name, TopicID: newTopicID(), Assignment: assign, Configs: configs,
 		DenseOffsets: ctl.node.clusterHas(featureDenseOffsets)})
 	return err
@@ -216,6 +219,41 @@ func assignReplicas(brokers []BrokerInfo, from, count, rf int) [][]int32 {
 	return out
 }
 
+// Defaults of Config's partition limits.
+const (
+	DefaultMaxPartitionsPerNode = 1000
+	DefaultMaxPartitions        = 100000
+)
+
+// checkPartitionLimits refuses new partitions, of replicas placed as
+// assign, that would take a node past MaxPartitionsPerNode replicas or
+// the cluster past MaxPartitions partitions.
+func (ctl *Controller) checkPartitionLimits(assign [][]int32) error {
+	perNode, total := ctl.meta.partitionCounts()
+	if limit := ctl.cfg.MaxPartitions; limit > 0 && total+len(assign) > limit {
+		return fmt.Errorf("%w: the cluster would hold %d partitions, over its limit of %d (--max-partitions)", kerr.PolicyViolation, total+len(assign), limit)
+	}
+	limit := ctl.cfg.MaxPartitionsPerNode
+	if limit <= 0 {
+		return nil
+	}
+	for _, replicas := range assign {
+		for _, id := range replicas {
+			perNode[id]++
+		}
+	}
+	worst := int32(-1)
+	for id, n := range perNode {
+		if n > limit && (worst < 0 || n > perNode[worst] || n == perNode[worst] && id < worst) {
+			worst = id
+		}
+	}
+	if worst >= 0 {
+		return fmt.Errorf("%w: node %d would hold %d partition replicas, over its limit of %d (--max-partitions-per-node)", kerr.PolicyViolation, worst, perNode[worst], limit)
+	}
+	return nil
+}
+
 // DeleteTopic deletes a topic; every node then drops its replicas.
 func (ctl *Controller) DeleteTopic(ctx context.Context, name string) error {
 	t, ok := ctl.meta.Topic(name)
@@ -241,10 +279,13 @@ func (ctl *Controller) CreatePartitions(ctx context.Context, name string, count 
 	if rf > len(brokers) {
 		return kerr.InvalidReplicationFactor
 	}
+	assign := assignReplicas(brokers, int(have), int(count-have), rf)
+	if err := ctl.checkPartitionLimits(assign); err != nil {
+		return err
+	}
 	if validateOnly {
 		return nil
 	}
-	assign := assignReplicas(brokers, int(have), int(count-have), rf)
 	_, err := ctl.append(ctx, command{Op: "create_partitions", Topic: name, Assignment: assign, Expect: int(have)})
 	return err
 }

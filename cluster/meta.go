@@ -392,6 +392,24 @@ func encodeCommand(c command) []byte {
 		[]log.Record{{Value: v, Timestamp: nowMillis()}})
 }
 
+// partitionCounts counts the partition replicas assigned to each node
+// (a partition being reassigned counts on its old and new nodes) and the
+// partitions of the cluster.
+func (m *Meta) partitionCounts() (perNode map[int32]int, total int) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	perNode = map[int32]int{}
+	for _, t := range m.topics {
+		total += len(t.Partitions)
+		for _, replicas := range t.Partitions {
+			for _, id := range replicas {
+				perNode[id]++
+			}
+		}
+	}
+	return perNode, total
+}
+
 // GroupOffsets returns a group's committed offsets, of the given topics
 // (all when topics is nil), sorted.
 func (m *Meta) GroupOffsets(group string, topics []string) []GroupOffset {

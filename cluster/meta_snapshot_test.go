@@ -4,12 +4,14 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/raftlog/raftlog/log"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // batchAt is the batch of one command at offset.
@@ -525,5 +527,40 @@ func TestStoreGroup(t *testing.T) {
 	apply(command{Group: "nosuch", Token: "x"})
 	if got := stored(); len(got) != 0 {
 		t.Fatalf("stored after the removals: %v", got)
+	}
+}
+
+// The partition limits count every replica a node is assigned (both
+// sides of a reassignment) and every partition of the cluster.
+func TestCheckPartitionLimits(t *testing.T) {
+	m := newMeta()
+	if err := applyAt(t, m, command{Op: "create_topic", Topic: "t", TopicID: "00112233445566778899aabbccddeeff", Assignment: [][]int32{{1, 2}, {2, 3}, {3, 1}}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyAt(t, m, command{Op: "reassign", Topic: "t", Partition: 0, Replicas: []int32{4, 2}}, 1); err != nil {
+		t.Fatal(err)
+	}
+	// Now node 1: 2 replicas, 2: 2 (+ none new), 3: 2, 4: 1; 3 partitions.
+	ctl := &Controller{cfg: Config{MaxPartitionsPerNode: 3, MaxPartitions: 5}, meta: m}
+	for _, c := range []struct {
+		assign [][]int32
+		want   string // "" for none
+	}{
+		{[][]int32{{1, 4}}, ""},
+		{[][]int32{{1, 4}, {2, 4}}, ""},
+		{[][]int32{{1, 2}, {1, 3}}, "node 1 would hold 4 partition replicas, over its limit of 3 (--max-partitions-per-node)"},
+		{[][]int32{{4}, {4}, {4}}, "the cluster would hold 6 partitions, over its limit of 5 (--max-partitions)"},
+	} {
+		err := ctl.checkPartitionLimits(c.assign)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%v refused: %v", c.assign, err)
+		case c.want != "" && (err == nil || !errors.Is(err, kerr.PolicyViolation) || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%v: %v, want POLICY_VIOLATION %q", c.assign, err, c.want)
+		}
+	}
+	ctl.cfg = Config{MaxPartitionsPerNode: -1, MaxPartitions: -1}
+	if err := ctl.checkPartitionLimits([][]int32{{1, 2}, {1, 2}, {1, 2}, {1, 2}}); err != nil {
+		t.Errorf("no limits: %v", err)
 	}
 }

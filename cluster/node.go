@@ -67,6 +67,13 @@ type Config struct {
 	// Topic defaults.
 	DefaultPartitions  int32 // default 1
 	DefaultReplication int16 // default min(3, live brokers)
+	// MaxPartitionsPerNode bounds the partition replicas one node may be
+	// assigned, MaxPartitions the partitions of the cluster: a topic
+	// created or grown past either is refused (POLICY_VIOLATION, naming
+	// the limit). Zero takes the defaults (DefaultMaxPartitionsPerNode,
+	// DefaultMaxPartitions); negative: no limit.
+	MaxPartitionsPerNode int
+	MaxPartitions        int
 	LogConfig          log.Config
 	Raft               replication.RaftConfig
 	Logger             hclog.Logger
@@ -176,6 +183,12 @@ func Start(cfg Config) (*Node, error) {
 	}
 	if cfg.DefaultPartitions <= 0 {
 		cfg.DefaultPartitions = 1
+	}
+	if cfg.MaxPartitionsPerNode == 0 {
+		cfg.MaxPartitionsPerNode = DefaultMaxPartitionsPerNode
+	}
+	if cfg.MaxPartitions == 0 {
+		cfg.MaxPartitions = DefaultMaxPartitions
 	}
 	if cfg.LeaderBalanceMoves <= 0 {
 		cfg.LeaderBalanceMoves = 8

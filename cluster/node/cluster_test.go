@@ -2,12 +2,17 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/raftlog/raftlog/cluster/clustertest"
+	"github.com/raftlog/raftlog/cluster/node"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -113,5 +118,46 @@ func TestLeaderFailover(t *testing.T) {
 	}
 	if len(acked) > 0 {
 		t.Fatalf("%d acknowledged records missing after failover", len(acked))
+	}
+}
+
+// TestPartitionLimitRefused: a topic past the per-node partition limit is
+// refused with POLICY_VIOLATION and a message naming the limit, also
+// when only validated, and so is growing one past it; nothing is created.
+func TestPartitionLimitRefused(t *testing.T) {
+	c := clustertest.StartWith(t, 1, func(_ int, cfg *node.Config) { cfg.Cluster.MaxPartitionsPerNode = 4 })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(c.Client())
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, "small"); err != nil {
+		t.Fatal(err)
+	}
+	refused := func(what string, err error, msg string) {
+		t.Helper()
+		if !errors.Is(err, kerr.PolicyViolation) || !strings.Contains(msg, "over its limit of 4 (--max-partitions-per-node)") {
+			t.Fatalf("%s: %v %q, want POLICY_VIOLATION naming the limit", what, err, msg)
+		}
+	}
+	for _, validate := range []bool{true, false} {
+		create := adm.CreateTopics
+		if validate {
+			create = adm.ValidateCreateTopics
+		}
+		r, err := create(ctx, 2, 1, nil, "big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		refused(fmt.Sprintf("create a topic past the limit (validate only: %v)", validate), r["big"].Err, r["big"].ErrMessage)
+	}
+	cr, err := adm.CreatePartitions(ctx, 2, "small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused("grow a topic past the limit", cr["small"].Err, cr["small"].ErrMessage)
+	if cr, err := adm.CreatePartitions(ctx, 1, "small"); err != nil || cr.Error() != nil {
+		t.Fatalf("grow to the limit: %v %v", err, cr.Error())
+	}
+	if topics := c.Nodes[0].Meta().Topics(); len(topics) != 1 || len(topics[0].Partitions) != 4 {
+		t.Fatalf("topics after the refusals: %+v", topics)
 	}
 }

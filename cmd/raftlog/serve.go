@@ -44,6 +44,8 @@ type serveFlags struct {
 	logLevel         string
 	partitions       int
 	replication      int
+	maxPartsPerNode  int
+	maxPartitions    int
 	acceptDataLoss   bool
 	producerIDExpiry time.Duration
 	maxProducerIDs   int
@@ -83,6 +85,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error or off")
 	fs.IntVar(&f.partitions, "default-partitions", 1, "partitions of a topic created without a count")
 	fs.IntVar(&f.replication, "default-replication-factor", -1, "replicas of a topic created without a factor (-1: min(3, brokers))")
+	fs.IntVar(&f.maxPartsPerNode, "max-partitions-per-node", cluster.DefaultMaxPartitionsPerNode, "partition replicas a node may be assigned; creating or growing a topic past it is refused with POLICY_VIOLATION (negative: no limit)")
+	fs.IntVar(&f.maxPartitions, "max-partitions", cluster.DefaultMaxPartitions, "partitions the cluster may hold; creating or growing a topic past it is refused with POLICY_VIOLATION (negative: no limit)")
 	fs.DurationVar(&f.producerIDExpiry, "producer-id-expiration", replication.DefaultProducerIDExpiration, "forget an idempotent producer's sequence state after it has written nothing for this long (Kafka's producer.id.expiration.ms)")
 	fs.IntVar(&f.maxProducerIDs, "max-producer-ids", replication.DefaultMaxProducerIDs, "idempotent producers remembered per partition; past it the least recently written is forgotten")
 	fs.DurationVar(&f.balanceInterval, "leader-balance-interval", 30*time.Second, "how often the controller's leader spreads partition leaders evenly over the live nodes (0: never)")
@@ -196,6 +200,7 @@ func nodeConfig(f serveFlags, logger hclog.Logger, local bool) node.Config {
 			Join: join, Rack: f.rack, BootID: node.BootID(f.bootIDFile),
 			ControllerVoters: f.controllerVoters, ExpectNodes: f.expectNodes, ControllerSnapshotCommands: f.ctrlSnapshot, RaftDirectConnections: f.raftDirect,
 			DefaultPartitions: int32(f.partitions), DefaultReplication: int16(f.replication),
+			MaxPartitionsPerNode: f.maxPartsPerNode, MaxPartitions: f.maxPartitions,
 			Logger: logger.With("node", strconv.Itoa(f.nodeID)), LocalGossip: local, AcceptDataLoss: f.acceptDataLoss,
 			ProducerIDExpiration: f.producerIDExpiry, MaxProducerIDs: f.maxProducerIDs,
 			LeaderBalanceInterval: f.balanceInterval, LeaderBalanceMoves: f.balanceMoves, LeaderBalanceGrace: f.balanceGrace,
