@@ -74,9 +74,9 @@ type Config struct {
 	// DefaultMaxPartitions); negative: no limit.
 	MaxPartitionsPerNode int
 	MaxPartitions        int
-	LogConfig          log.Config
-	Raft               replication.RaftConfig
-	Logger             hclog.Logger
+	LogConfig            log.Config
+	Raft                 replication.RaftConfig
+	Logger               hclog.Logger
 	// FS is the file system of the replicas' logs (default the operating
 	// system's; tests inject write failures). With one, the mmapped
 	// indexes go to <replica dir>/index on the operating system's.
