@@ -34,7 +34,7 @@ func (l *Log) mustRoll(seg *segment, pb *pendingBatch, runBytes int64, entries i
 // for nothing but the new segment's files. So is the directory, whose
 // fsync (the new files' entries) waits on ext4 for a journal commit, and
 // with it for the data of every file written back meanwhile: 200-300 ms
-// under load, which the appends used to wait for. Until it returns a
+// under load, too long for an append to wait. Until it returns a
 // crash can lose the new segment's entry, and with it what was appended
 // there, which the recovery point never covered.
 func (l *Log) roll(base int64) error {

@@ -16,6 +16,7 @@ import (
 	"github.com/raftlog/raftlog/replication"
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestSarama: IBM/sarama's sync producer and partition consumer.
@@ -219,5 +220,34 @@ func TestKcat(t *testing.T) {
 	meta, err := exec.CommandContext(ctx, path, "-b", c.Bootstrap[0], "-L").CombinedOutput()
 	if err != nil || !strings.Contains(string(meta), "3 brokers") {
 		t.Fatalf("kcat -L: %v\n%s", err, meta)
+	}
+}
+
+// TestCompressionCodecs: batches are stored as the producer sent them,
+// whatever the codec, and read back by the consumer.
+func TestCompressionCodecs(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	codecs := map[string]kgo.CompressionCodec{
+		"gzip": kgo.GzipCompression(), "snappy": kgo.SnappyCompression(),
+		"lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression(),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for name, codec := range codecs {
+		topic := "z-" + name
+		c.CreateTopic(topic, 1, 3)
+		prod := c.Client(kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(codec), kgo.ProducerLinger(5*time.Millisecond))
+		var rs []*kgo.Record
+		for i := 0; i < 500; i++ {
+			rs = append(rs, &kgo.Record{Value: []byte(fmt.Sprintf("%s-%04d-%s", name, i, strings.Repeat("x", 100)))})
+		}
+		if err := prod.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		cons := c.Client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		got := clustertest.ConsumeAll(t, cons, 500, 60*time.Second)
+		if len(got[0]) != 500 || !strings.HasPrefix(string(got[0][499].Value), fmt.Sprintf("%s-0499", name)) {
+			t.Fatalf("%s: read %d records", name, len(got[0]))
+		}
 	}
 }
