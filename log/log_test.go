@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/raftlog/raftlog/index"
+	"github.com/raftlog/raftlog/log/testkit"
 	"github.com/raftlog/raftlog/log/vfs"
 )
 
@@ -789,19 +790,11 @@ func TestFlushMs(t *testing.T) {
 	fs, idx, l := memLog(t, Config{FlushMs: time.Millisecond})
 	defer l.Close()
 	mustAppend(t, l, mkBatch(2, 10, 1))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.WaitFor(t, "flush.ms to flush", 10*time.Second, func() bool {
 		clone := fs.CrashClone(vfs.CrashOptions{})
 		l2 := openTest(t, "/p/t-0", Config{}, WithFS(clone), WithIndexDir(t.TempDir()))
-		end := l2.EndOffset()
-		l2.Close()
-		if end == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("flush.ms never flushed")
-		}
-		time.Sleep(time.Millisecond) // polling a condition with a deadline
-	}
+		defer l2.Close()
+		return l2.EndOffset() == 2
+	})
 	_ = idx
 }

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
+	"github.com/raftlog/raftlog/log/testkit"
 	"github.com/raftlog/raftlog/log/vfs"
 	"github.com/raftlog/raftlog/log/vfs/errorfs"
 )
@@ -123,19 +123,11 @@ func TestWriteBehindFollowsAppends(t *testing.T) {
 // waitWriteBehinds waits until no write-behind of l's active segment runs.
 func waitWriteBehinds(t *testing.T, l *Log) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.WaitFor(t, "the write-behinds to end", 10*time.Second, func() bool {
 		l.mu.RLock()
-		busy := l.segs[len(l.segs)-1].writingBack.Load()
-		l.mu.RUnlock()
-		if !busy {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("a write-behind still runs after 10 s")
-		}
-		runtime.Gosched()
-	}
+		defer l.mu.RUnlock()
+		return !l.segs[len(l.segs)-1].writingBack.Load()
+	})
 }
 
 // osFileOf is a file of vfs.OS.

@@ -92,20 +92,17 @@ func TestConsumerGroupOnCluster(t *testing.T) {
 		})
 		return done == 6
 	}
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	start := time.Now()
+	clustertest.Eventually(t, 90*time.Second, func() error {
 		mu.Lock()
 		n := len(seen)
 		mu.Unlock()
 		if n == total && committedToEnd() {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the group consumed %d of %d, committed to the end: %v", n, total, committedToEnd())
-		}
-		time.Sleep(50 * time.Millisecond) // polling progress with a deadline
-	}
-	t.Logf("group consumed everything after %v", time.Since(deadline.Add(-90*time.Second)))
+		return fmt.Errorf("the group consumed %d of %d, committed to the end: %v", n, total, committedToEnd())
+	})
+	t.Logf("group consumed everything after %v", time.Since(start))
 	close(stop)
 	wg.Wait()
 	for _, cl := range members {
@@ -132,22 +129,14 @@ func TestConsumerGroupOnCluster(t *testing.T) {
 		}
 	}
 	// The survivors elect a new controller, the coordinator of groups.
-	deadline = time.Now().Add(30 * time.Second)
-	for {
-		agreed := true
+	clustertest.WaitFor(t, "a new controller after the old one's node died", 30*time.Second, func() bool {
 		for i, nd := range c.Nodes {
 			if !c.Down(i) && (nd.ControllerID() < 0 || nd.ControllerID() == int32(coord+1)) {
-				agreed = false
+				return false
 			}
 		}
-		if agreed {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no new controller after the old one's node died")
-		}
-		time.Sleep(50 * time.Millisecond) // polling with a deadline
-	}
+		return true
+	})
 	cl2, err := kgo.NewClient(kgo.SeedBrokers(rest...))
 	if err != nil {
 		t.Fatal(err)

@@ -81,17 +81,12 @@ func TestPartitionReassignCLI(t *testing.T) {
 		t.Fatalf("cancel with no move: exit %d %s", code, errb.String())
 	}
 
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, err := os.Stat(dir1)
-		if os.IsNotExist(err) {
-			break
+	clustertest.Eventually(t, 30*time.Second, func() error {
+		if _, err := os.Stat(dir1); !os.IsNotExist(err) {
+			return fmt.Errorf("node 1 still has %s: %v", dir1, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node 1 still has %s: %v", dir1, err)
-		}
-		time.Sleep(50 * time.Millisecond) // waiting for node 1's reconciler, with a deadline
-	}
+		return nil
+	})
 	cons := c.Client(kgo.ConsumeTopics("mv"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	got := clustertest.ConsumeAll(t, cons, total, 60*time.Second)[0]
 	for i, r := range got {
