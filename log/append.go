@@ -25,20 +25,6 @@ type AppendInfo struct {
 	Bytes      int64
 }
 
-// Append validates the v2 batches in p (SplitBatches) and appends them
-// as AppendValidated does. It is for callers that hold raw bytes; the
-// replicas' write path validates where the batches enter the node and
-// calls AppendValidated.
-func (l *Log) Append(p []byte, leaderEpoch int32) (AppendInfo, error) {
-	if _, err := SplitBatches(p, l.cfg.MaxBatchBytes); err != nil {
-		return AppendInfo{}, fmt.Errorf("log: %w", err)
-	}
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
-	l.one[0] = p
-	return l.appendLocked(l.one[:], true, leaderEpoch)
-}
-
 // AppendValidated appends the batches held in bufs (each buffer holds
 // whole batches that SplitBatches or ValidateBatch accepted): it assigns
 // them offsets from the log end by rewriting baseOffset, stamps

@@ -49,7 +49,7 @@ func BenchmarkAppend(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if _, err := l.Append(p, 1); err != nil {
+				if _, err := appendRaw(l, p, 1); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -91,7 +91,7 @@ func BenchmarkRead(b *testing.B) {
 	defer l.Close()
 	p, one := benchPayload(1<<10, 64)
 	for i := 0; i < 256; i++ {
-		if _, err := l.Append(p, 1); err != nil {
+		if _, err := appendRaw(l, p, 1); err != nil {
 			b.Fatal(err)
 		}
 	}

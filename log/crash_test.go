@@ -133,7 +133,7 @@ func modelAppend(t *testing.T, l *Log, m *crashModel, p []byte) {
 		return true
 	})
 	m.versions[len(m.versions)-1] = cur
-	if _, err := l.Append(p, 3); err != nil {
+	if _, err := appendRaw(l, p, 3); err != nil {
 		t.Fatalf("append: %v", err)
 	}
 }
@@ -198,7 +198,7 @@ func checkCrashPoint(t *testing.T, cfg Config, p crashPoint, indexDir string) {
 		t.Fatalf("%s: log start %d past the requested %d", where, start, p.start)
 	}
 	// The recovered log takes appends and survives a clean reopen.
-	if _, err := l.Append(mkBatch(2, 20, 99), 9); err != nil {
+	if _, err := appendRaw(l, mkBatch(2, 20, 99), 9); err != nil {
 		t.Fatalf("%s: append after recovery: %v", where, err)
 	}
 	want := readAll(t, l)

@@ -36,7 +36,7 @@ func mustAppendMeanwhile(t *testing.T, l *Log, batch []byte, what string) {
 	t.Helper()
 	appended := make(chan error, 1)
 	go func() {
-		_, err := l.Append(batch, 1)
+		_, err := appendRaw(l, batch, 1)
 		appended <- err
 	}()
 	if err := waitErr(t, appended, what); err != nil {
@@ -58,7 +58,7 @@ func blockedFlush(t *testing.T, fail error, counts ...int) (l *Log, gate *errorf
 	}
 	t.Cleanup(func() { l.Close() })
 	for i, n := range counts {
-		if _, err := l.Append(mkBatch(n, 50, int64(i)), 1); err != nil {
+		if _, err := appendRaw(l, mkBatch(n, 50, int64(i)), 1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -110,7 +110,7 @@ func TestFlushDuringTruncation(t *testing.T) {
 			return
 		}
 		// New data at the offsets the flush saw: 4..7.
-		_, err := l.Append(mkBatch(4, 50, 9), 2)
+		_, err := appendRaw(l, mkBatch(4, 50, 9), 2)
 		truncated <- err
 	}()
 	// The truncation waits for the flush's hold on the segment.
@@ -138,7 +138,7 @@ func TestFlushFailureStopsTheLog(t *testing.T) {
 	if err := waitErr(t, flushed, "Flush"); !errors.Is(err, errIO) || !errors.Is(err, ErrWrite) {
 		t.Fatalf("Flush over a failing fsync: %v", err)
 	}
-	if _, err := l.Append(mkBatch(1, 50, 2), 1); !errors.Is(err, ErrWrite) {
+	if _, err := appendRaw(l, mkBatch(1, 50, 2), 1); !errors.Is(err, ErrWrite) {
 		t.Fatalf("append after a failed flush: %v, want the write error", err)
 	}
 }
@@ -153,13 +153,13 @@ func TestFlushToSkipsWhatIsDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if _, err := l.Append(mkBatch(3, 50, 1), 1); err != nil {
+	if _, err := appendRaw(l, mkBatch(3, 50, 1), 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Append(mkBatch(2, 50, 2), 1); err != nil {
+	if _, err := appendRaw(l, mkBatch(2, 50, 2), 1); err != nil {
 		t.Fatal(err)
 	}
 	before := syncs.Count()

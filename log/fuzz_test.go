@@ -126,7 +126,7 @@ func FuzzRecoverSegment(f *testing.F) {
 		if err := l.Verify(); err != nil {
 			t.Fatalf("verify: %v", err)
 		}
-		if _, err := l.Append(mkBatch(1, 1, 1), 0); err != nil {
+		if _, err := appendRaw(l, mkBatch(1, 1, 1), 0); err != nil {
 			t.Fatalf("append after recovery: %v", err)
 		}
 		if err := l.Verify(); err != nil {

@@ -34,9 +34,18 @@ func openTest(t testing.TB, dir string, cfg Config, opts ...Option) *Log {
 	return l
 }
 
+// appendRaw validates the batches in p, as a request's are where they
+// enter a node, and appends them.
+func appendRaw(l *Log, p []byte, leaderEpoch int32) (AppendInfo, error) {
+	if _, err := SplitBatches(p, l.cfg.MaxBatchBytes); err != nil {
+		return AppendInfo{}, fmt.Errorf("log: %w", err)
+	}
+	return l.AppendValidated([][]byte{p}, leaderEpoch)
+}
+
 func mustAppend(t testing.TB, l *Log, p []byte) AppendInfo {
 	t.Helper()
-	info, err := l.Append(p, 7)
+	info, err := appendRaw(l, p, 7)
 	if err != nil {
 		t.Fatalf("append: %v", err)
 	}

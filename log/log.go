@@ -74,7 +74,6 @@ type Log struct {
 	cuts              uint64 // truncations and resets so far
 	pending           []pendingBatch
 	iov               [][]byte
-	one               [1][]byte
 
 	recovery RecoveryReport
 

@@ -93,7 +93,7 @@ func TestAppendRejectsInvalidBatchesAndWritesNothing(t *testing.T) {
 		}(),
 	}
 	for name, p := range cases {
-		if _, err := l.Append(p, 0); err == nil {
+		if _, err := appendRaw(l, p, 0); err == nil {
 			t.Errorf("%s: accepted", name)
 		} else if name == "too large" && !errors.Is(err, ErrBatchTooLarge) {
 			t.Errorf("%s: %v", name, err)
@@ -131,7 +131,7 @@ func TestAppendValidatedTrustsTheCaller(t *testing.T) {
 		if _, err := SplitBatches(append(append([]byte(nil), good...), p...), 0); !errors.Is(err, ErrCorruptBatch) {
 			t.Errorf("%s: SplitBatches: %v", name, err)
 		}
-		if _, err := l.Append(p, 0); !errors.Is(err, ErrCorruptBatch) {
+		if _, err := appendRaw(l, p, 0); !errors.Is(err, ErrCorruptBatch) {
 			t.Errorf("%s: Append: %v", name, err)
 		}
 	}
@@ -743,11 +743,11 @@ func TestWriteErrorsAreSticky(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := l.Append(mkBatch(1, 10, 1), 0); !errors.Is(err, boom) {
+	if _, err := appendRaw(l, mkBatch(1, 10, 1), 0); !errors.Is(err, boom) {
 		t.Fatalf("append: %v", err)
 	}
 	fs.SetHook(nil)
-	if _, err := l.Append(mkBatch(1, 10, 1), 0); !errors.Is(err, boom) {
+	if _, err := appendRaw(l, mkBatch(1, 10, 1), 0); !errors.Is(err, boom) {
 		t.Fatalf("second append: %v", err)
 	}
 	if err := l.Flush(); !errors.Is(err, boom) {

@@ -58,7 +58,7 @@ func TestRegressionNextBeforeSizeSkew(t *testing.T) {
 		errc <- nil
 	}()
 	for i := 0; i < 300000; i++ {
-		if _, err := l.Append(b, 1); err != nil {
+		if _, err := appendRaw(l, b, 1); err != nil {
 			t.Fatal(err)
 		}
 		if i%1000 == 0 && len(errc) > 0 {

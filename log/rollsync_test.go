@@ -53,7 +53,7 @@ func TestRollSyncsInBackground(t *testing.T) {
 	syncs, dirSyncs = nil, nil // the open's own
 	mu.Unlock()
 	for len(l.Segments()) < 2 {
-		if _, err := l.Append(mkBatch(2, 100, 1), 1); err != nil {
+		if _, err := appendRaw(l, mkBatch(2, 100, 1), 1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -85,7 +85,7 @@ func TestRollSyncsInBackground(t *testing.T) {
 
 	// Roll again; flush before the task runs: the flush syncs both.
 	for len(l.Segments()) < 3 {
-		if _, err := l.Append(mkBatch(2, 100, 1), 1); err != nil {
+		if _, err := appendRaw(l, mkBatch(2, 100, 1), 1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -122,7 +122,7 @@ func TestRollSyncRacesCloseAndTruncation(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := 0; i < 60; i++ {
-			if _, err := l.Append(mkBatch(1, 200, 1), 1); err != nil {
+			if _, err := appendRaw(l, mkBatch(1, 200, 1), 1); err != nil {
 				t.Fatal(err)
 			}
 			switch i % 20 {
@@ -178,7 +178,7 @@ func TestBackgroundSyncFailureIsKept(t *testing.T) {
 		return nil
 	})
 	for len(l.Segments()) < 2 {
-		if _, err := l.Append(mkBatch(2, 100, 1), 1); err != nil {
+		if _, err := appendRaw(l, mkBatch(2, 100, 1), 1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -212,7 +212,7 @@ func TestCloseDuringAFailingBackgroundSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	for len(l.Segments()) < 2 {
-		if _, err := l.Append(mkBatch(2, 100, 1), 1); err != nil {
+		if _, err := appendRaw(l, mkBatch(2, 100, 1), 1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -267,7 +267,7 @@ func TestRollCheckpointOutsideWriteLock(t *testing.T) {
 	}
 	defer l.Close()
 	for len(l.Segments()) < 2 {
-		if _, err := l.Append(mkBatch(2, 100, 1), 1); err != nil {
+		if _, err := appendRaw(l, mkBatch(2, 100, 1), 1); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -23,7 +23,7 @@ func TestRegressionTruncateBelowStart(t *testing.T) {
 	}
 	end, err := l.TruncateTo(30)
 	t.Logf("TruncateTo(30) -> end %d err %v; start %d end %d", end, err, l.StartOffset(), l.EndOffset())
-	info, err := l.Append(mkBatch(1, 1, 1), 1)
+	info, err := appendRaw(l, mkBatch(1, 1, 1), 1)
 	t.Logf("append -> %+v %v", info, err)
 	_, err = l.Read(info.BaseOffset, 1000, l.EndOffset())
 	if l.StartOffset() > l.EndOffset() || err != nil {
@@ -123,7 +123,7 @@ func TestRegressionReadRacesTruncate(t *testing.T) {
 			go func() {
 				_, err := l.TruncateTo(10)
 				if err == nil {
-					_, err = l.Append(buildD(len(b), payload), 1)
+					_, err = appendRaw(l, buildD(len(b), payload), 1)
 				}
 				cut <- err
 			}()

@@ -44,7 +44,7 @@ func BenchmarkLocalAppend(b *testing.B) {
 	b.SetBytes(int64(len(proto)))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := l.Append(bufs[i], 1); err != nil {
+		if _, err := l.AppendValidated([][]byte{bufs[i]}, 1); err != nil {
 			b.Fatal(err)
 		}
 	}

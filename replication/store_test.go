@@ -356,7 +356,7 @@ func TestControlBatchesAreKafkaControlBatches(t *testing.T) {
 	defer l.Close()
 	now := time.Now().UnixMilli()
 	for _, p := range [][]byte{boot, log.BuildBatch(nil, log.BatchOptions{ProducerID: -1, BaseSequence: -1}, []log.Record{{Value: []byte("v"), Timestamp: now}})} {
-		if _, err := l.Append(p, 1); err != nil {
+		if _, err := l.AppendValidated([][]byte{p}, 1); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -356,7 +356,7 @@ func (p *memPart) Append(ctx context.Context, batch []byte, acks int) (int64, er
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	info, err := p.l.Append(batch, p.epoch.Load())
+	info, err := p.l.AppendValidated([][]byte{batch}, p.epoch.Load())
 	if err != nil {
 		return -1, logErr(err)
 	}

@@ -18,7 +18,7 @@ func TestLogDump(t *testing.T) {
 	}
 	for i := 0; i < 20; i++ {
 		recs := []log.Record{{Value: bytes.Repeat([]byte("v"), 200), Timestamp: int64(1000 + i)}}
-		if _, err := l.Append(log.BuildBatch(nil, log.BatchOptions{ProducerID: -1}, recs), 4); err != nil {
+		if _, err := l.AppendValidated([][]byte{log.BuildBatch(nil, log.BatchOptions{ProducerID: -1}, recs)}, 4); err != nil {
 			t.Fatal(err)
 		}
 	}
