@@ -325,3 +325,41 @@ func TestNewTopicsHaveDenseOffsets(t *testing.T) {
 		t.Fatalf("a legacy topic's first records at %v, want after Raft's entries", offs)
 	}
 }
+
+// TestControllerLeavesACutNode: the harness's network cuts the Raft links
+// of the controller's leader; the other two elect a new one that takes
+// admin commands, and once the links heal the cut node follows it and
+// learns what was done meanwhile.
+func TestControllerLeavesACutNode(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	var raftAddrs []string
+	for _, cfg := range c.Cfgs {
+		raftAddrs = append(raftAddrs, cfg.Cluster.RaftAddr)
+	}
+	cut := -1
+	clustertest.WaitFor(t, "a controller leader", 30*time.Second, func() bool {
+		for i, nd := range c.Nodes {
+			if nd.ControllerID() == nd.ID() {
+				cut = i
+				return true
+			}
+		}
+		return false
+	})
+	c.Net.Isolate(raftAddrs[cut], raftAddrs)
+	other := c.Nodes[(cut+1)%3]
+	clustertest.WaitFor(t, "a new controller on the connected side", 30*time.Second, func() bool {
+		id := other.ControllerID()
+		return id > 0 && id != int32(cut+1)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := other.Controller().CreateTopic(ctx, "while-cut", 1, 2, nil, false); err != nil {
+		t.Fatalf("create a topic on the connected side: %v", err)
+	}
+	c.Net.Heal()
+	clustertest.WaitFor(t, "the healed node to follow the new controller and learn the topic", 30*time.Second, func() bool {
+		_, ok := c.Nodes[cut].Meta().Topic("while-cut")
+		return ok && c.Nodes[cut].ControllerID() == other.ControllerID()
+	})
+}
