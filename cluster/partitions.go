@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/raftlog/raftlog/replication"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -42,6 +43,38 @@ func (n *Node) PartitionStates(t Topic) []PartitionState {
 		out[p] = st
 	}
 	return out
+}
+
+// leaderPoll is how often AwaitLeaders looks at the leaders again.
+const leaderPoll = 20 * time.Millisecond
+
+// AwaitLeaders returns once every partition of topic has a leader known
+// here (its own replica, or the leader gossip), or ctx ends, or the topic
+// is gone.
+func (n *Node) AwaitLeaders(ctx context.Context, topic string) {
+	tick := time.NewTicker(leaderPoll)
+	defer tick.Stop()
+	for {
+		t, ok := n.meta.Topic(topic)
+		if !ok {
+			return
+		}
+		led := true
+		for p := range t.Partitions {
+			if ld, _ := n.Leader(topic, int32(p)); ld < 0 {
+				led = false
+				break
+			}
+		}
+		if led {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // LeaderPartition returns the local replica of topic/partition when this

@@ -23,7 +23,9 @@ import (
 // v5+ answers the topic's partition count, replication factor and
 // configs, read back with Topics and TopicConfigs after the creation (the
 // requested values with validateOnly); v7+ its id. The request timeout
-// bounds the whole request.
+// bounds the whole request: once the topics are created it waits, within
+// the timeout, until each has a leader for every partition (a timeout of
+// 0 or less does not wait), and answers them created either way.
 func (s *Server) createTopics(c *call, req *kmsg.CreateTopicsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	count := make(map[string]int, len(req.Topics))
@@ -42,6 +44,13 @@ func (s *Server) createTopics(c *call, req *kmsg.CreateTopicsRequest) (kmsg.Resp
 			st.NumPartitions, st.ReplicationFactor, st.Configs = -1, -1, nil
 		}
 		resp.Topics = append(resp.Topics, st)
+	}
+	if !req.ValidateOnly && req.TimeoutMillis > 0 {
+		for _, st := range resp.Topics {
+			if st.ErrorCode == 0 {
+				s.b.AwaitLeaders(ctx, st.Topic)
+			}
+		}
 	}
 	return resp, nil
 }

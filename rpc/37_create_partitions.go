@@ -15,7 +15,8 @@ import (
 // UNKNOWN_TOPIC_OR_PARTITION... A topic named twice is answered
 // INVALID_REQUEST, a manual assignment INVALID_REPLICA_ASSIGNMENT. The
 // error message is the error's text; the request timeout bounds the
-// whole request.
+// whole request, which waits within it until every partition of the
+// topics grown has a leader (as CreateTopics).
 func (s *Server) createPartitions(c *call, req *kmsg.CreatePartitionsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	count := make(map[string]int, len(req.Topics))
@@ -42,6 +43,13 @@ func (s *Server) createPartitions(c *call, req *kmsg.CreatePartitionsRequest) (k
 		st.ErrorCode = s.code(err)
 		st.ErrorMessage = errMessage(err)
 		resp.Topics = append(resp.Topics, st)
+	}
+	if !req.ValidateOnly && req.TimeoutMillis > 0 {
+		for _, st := range resp.Topics {
+			if st.ErrorCode == 0 {
+				s.b.AwaitLeaders(ctx, st.Topic)
+			}
+		}
 	}
 	return resp, nil
 }

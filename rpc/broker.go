@@ -46,6 +46,10 @@ type Broker interface {
 	DeleteTopic(ctx context.Context, name string) error
 	// CreatePartitions raises a topic's partition count to count.
 	CreatePartitions(ctx context.Context, name string, count int32, validateOnly bool) error
+	// AwaitLeaders returns once every partition of topic has a leader, or
+	// ctx ends: CreateTopics and CreatePartitions answer when the
+	// partitions they made can be written, as Kafka clients assume.
+	AwaitLeaders(ctx context.Context, topic string)
 	// TopicConfigs returns the topic's configuration (every key the broker
 	// knows, defaults included).
 	TopicConfigs(name string) ([]ConfigEntry, error)

@@ -491,6 +491,9 @@ func (p *memPart) DeleteRecords(_ context.Context, offset int64) (int64, error) 
 	return p.l.StartOffset(), nil
 }
 
+// AwaitLeaders: every partition of a memBroker is led by its one node.
+func (b *memBroker) AwaitLeaders(context.Context, string) {}
+
 func (b *memBroker) Coordinator() int32 { return b.coord.Load() }
 
 // moveCoordinator makes another node (or none, -1) the group coordinator.

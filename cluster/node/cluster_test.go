@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestKgoProduceConsume: franz-go's default producer (idempotent,
@@ -160,4 +161,47 @@ func TestPartitionLimitRefused(t *testing.T) {
 	if topics := c.Nodes[0].Meta().Topics(); len(topics) != 1 || len(topics[0].Partitions) != 4 {
 		t.Fatalf("topics after the refusals: %+v", topics)
 	}
+}
+
+// TestCreateTopicsAnswersWhenLed: CreateTopics and CreatePartitions answer
+// once the node answering has a leader for every partition they made, so
+// a client writes at once instead of meeting LEADER_NOT_AVAILABLE.
+func TestCreateTopicsAnswersWhenLed(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := c.Client()
+	const via = 1 // a node that need not be the controller's leader
+	led := func(topic string, want int) {
+		t.Helper()
+		tp, ok := c.Nodes[via].Meta().Topic(topic)
+		if !ok || len(tp.Partitions) != want {
+			t.Fatalf("topic %s on node %d: %v, %d partitions, want %d", topic, via+1, ok, len(tp.Partitions), want)
+		}
+		for _, st := range c.Nodes[via].PartitionStates(tp) {
+			if st.Leader < 0 {
+				t.Fatalf("%s-%d has no leader on the node that answered", topic, st.Partition)
+			}
+		}
+	}
+	create := kmsg.NewPtrCreateTopicsRequest()
+	create.TimeoutMillis = 30000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "led", 6, 3
+	create.Topics = append(create.Topics, rt)
+	resp, err := create.RequestWith(ctx, cl.Broker(int(c.Nodes[via].ID())))
+	if err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create: %v %+v", err, resp)
+	}
+	led("led", 6)
+	grow := kmsg.NewPtrCreatePartitionsRequest()
+	grow.TimeoutMillis = 30000
+	gt := kmsg.NewCreatePartitionsRequestTopic()
+	gt.Topic, gt.Count = "led", 9
+	grow.Topics = append(grow.Topics, gt)
+	gresp, err := grow.RequestWith(ctx, cl.Broker(int(c.Nodes[via].ID())))
+	if err != nil || gresp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create partitions: %v %+v", err, gresp)
+	}
+	led("led", 9)
 }

@@ -91,6 +91,8 @@ func (b broker) CreateTopic(ctx context.Context, name string, partitions int32, 
 	return kafkaErr(b.n.Controller().CreateTopic(ctx, name, partitions, replication, configs, validateOnly))
 }
 
+func (b broker) AwaitLeaders(ctx context.Context, topic string) { b.n.AwaitLeaders(ctx, topic) }
+
 func (b broker) DeleteTopic(ctx context.Context, name string) error {
 	return kafkaErr(b.n.Controller().DeleteTopic(ctx, name))
 }
