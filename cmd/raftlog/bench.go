@@ -24,12 +24,13 @@ const benchUsage = `usage:
                         [--compression none] [--json] [--timeout 30s]
   raftlog bench consume [--bootstrap ADDRS] [--topic bench] [--from start|end] [--duration 10s] [--records N] [--json] [--timeout 30s]
   raftlog bench compare [--rounds 3] [--duration 3s] [--out docs] [--cpuprofile FILE]   (see docs/performance.md)
-Run 'raftlog bench produce -h' (or consume, compare) for every flag of each.
+  raftlog bench partitions [--counts 300,1000] [--idle 10s]   (the cost of partitions; docs/performance.md)
+Run 'raftlog bench produce -h' (or consume, compare, partitions) for every flag of each.
 `
 
 func runBench(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "raftlog bench: a command is needed: produce, consume or compare")
+		fmt.Fprintln(stderr, "raftlog bench: a command is needed: produce, consume, compare or partitions")
 		fmt.Fprint(stderr, benchUsage)
 		return 2
 	}
@@ -38,6 +39,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return runBenchLoad(args[0], args[1:], stdout, stderr)
 	case "compare":
 		return runBenchCompare(args[1:], stdout, stderr)
+	case "partitions":
+		return runBenchPartitions(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, benchUsage)
 		return 0

@@ -72,22 +72,12 @@ this machine, round after round, and print Markdown tables (docs/performance.md)
 		*rounds < 0 || *rounds > 20 || (*rounds == 0 && *halfRate <= 0) || *halfRate < 0 || *halfRuns < 1 || *halfRuns > 20 || *rawMiB < 1 || *rawMiB > 16<<10 {
 		return c.fail(stderr, "--duration and --half-duration must be in (0, 1h], --warmup in [0, 1h], --rounds in [1, 20] (0 with --half-rate), --half-rate ≥ 0, --half-runs in [1, 20], --raw-mib in [1, 16384]")
 	}
-	if !validLogLevel(*level) {
-		return c.fail(stderr, "--log-level %q: want trace, debug, info, warn, error or off", *level)
+	env, code, ok := newBenchEnv(c, stderr, *level, *dir, "raftlog-bench-")
+	if !ok {
+		return code
 	}
-	base := *dir
-	if base == "" {
-		d, err := os.MkdirTemp("", "raftlog-bench-")
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(d)
-		base = d
-	}
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer cancel()
-	logger := newLogger("raftlog", false, *level, stderr)
+	defer env.close()
+	ctx, base, logger := env.ctx, env.dir, env.logger
 	nodeSettings := node.ResolveGC(node.DefaultGCPercent, false, 0, false)
 
 	targets := []compareTarget{
@@ -511,6 +501,13 @@ func (r *compareRun) halfOne(ctx context.Context, t compareTarget, topic string,
 // disturbs less: a leader whose lease runs out steps down, and the
 // election stalls its partitions' writes.
 func startBenchCluster(ctx context.Context, n int, dir string, logger hclog.Logger, local bool) ([]string, func(), error) {
+	_, boot, stop, err := startBenchNodes(ctx, n, dir, logger, local, nil)
+	return boot, stop, err
+}
+
+// startBenchNodes is startBenchCluster with each node's flags passed to
+// adjust (when not nil) and the nodes returned.
+func startBenchNodes(ctx context.Context, n int, dir string, logger hclog.Logger, local bool, adjust func(*serveFlags)) ([]*node.Node, []string, func(), error) {
 	var running []*node.Node
 	stop := func() {
 		for _, r := range running {
@@ -521,7 +518,7 @@ func startBenchCluster(ctx context.Context, n int, dir string, logger hclog.Logg
 	for i := range addrs {
 		a, err := loopbackAddr()
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		addrs[i] = a
 	}
@@ -537,10 +534,13 @@ func startBenchCluster(ctx context.Context, n int, dir string, logger hclog.Logg
 			join: strings.Join(gossip, ","), controllerVoters: min(3, n), expectNodes: n,
 			partitions: 1, replication: -1, bootIDFile: "/proc/sys/kernel/random/boot_id",
 		}
+		if adjust != nil {
+			adjust(&f)
+		}
 		r, err := node.Start(nodeConfig(f, logger, local))
 		if err != nil {
 			stop()
-			return nil, nil, fmt.Errorf("node %d: %w", i+1, err)
+			return nil, nil, nil, fmt.Errorf("node %d: %w", i+1, err)
 		}
 		running = append(running, r)
 	}
@@ -549,10 +549,38 @@ func startBenchCluster(ctx context.Context, n int, dir string, logger hclog.Logg
 	for i, r := range running {
 		if err := r.WaitReady(wctx); err != nil {
 			stop()
-			return nil, nil, fmt.Errorf("node %d not ready: %w", i+1, err)
+			return nil, nil, nil, fmt.Errorf("node %d not ready: %w", i+1, err)
 		}
 	}
-	return boot, stop, nil
+	return running, boot, stop, nil
+}
+
+// benchEnv is what a bench command that starts clusters sets up from its
+// --log-level and --dir: the directory (a new temporary one when --dir is
+// empty), the nodes' logger, and a context that Ctrl-C ends; close undoes
+// them.
+type benchEnv struct {
+	dir    string
+	ctx    context.Context
+	logger hclog.Logger
+	close  func()
+}
+
+func newBenchEnv(c *command, stderr io.Writer, level, dir, prefix string) (benchEnv, int, bool) {
+	if !validLogLevel(level) {
+		return benchEnv{}, c.fail(stderr, "--log-level %q: want trace, debug, info, warn, error or off", level), false
+	}
+	remove := func() {}
+	if dir == "" {
+		d, err := os.MkdirTemp("", prefix)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return benchEnv{}, 1, false
+		}
+		dir, remove = d, func() { os.RemoveAll(d) }
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	return benchEnv{dir: dir, ctx: ctx, logger: newLogger("raftlog", false, level, stderr), close: func() { cancel(); remove() }}, 0, true
 }
 
 // loopbackAddr is a loopback address whose port is free for TCP and UDP

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -83,11 +84,35 @@ func TestBenchFlags(t *testing.T) {
 		{"bench", "compare", "--sizes", "0"},
 		{"bench", "compare", "--rounds", "0"},
 		{"bench", "compare", "--half-runs", "0"},
+		{"bench", "partitions", "--counts", "0"},
+		{"bench", "partitions", "--idle", "0s"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(args, &out, &errb); code != 2 {
 			t.Errorf("%v: exit %d, want 2 (usage)\n%s", args, code, errb.String())
 		}
+	}
+}
+
+// TestBenchPartitions runs `raftlog bench partitions` on a small count
+// and checks that its row adds up (not how fast anything is): the crashed
+// node led some partitions, and every figure is there.
+func TestBenchPartitions(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"bench", "partitions", "--counts", "6", "--idle", "300ms", "--settle", "0s", "--dir", t.TempDir()}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[2], "| 6 | ") {
+		t.Fatalf("table:\n%s", out.String())
+	}
+	var led, cores, gib, produce, failover float64
+	var killed int
+	if _, err := fmt.Sscanf(lines[2], "| 6 | %f s | %f cores | %f GiB | %f s | %f s (%d leaders) |", &led, &cores, &gib, &produce, &failover, &killed); err != nil {
+		t.Fatalf("row %q: %v", lines[2], err)
+	}
+	if led <= 0 || cores <= 0 || gib <= 0 || produce <= 0 || failover <= 0 || killed < 1 || killed > 6 {
+		t.Fatalf("row %q does not add up", lines[2])
 	}
 }
 

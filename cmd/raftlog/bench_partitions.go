@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/procfs"
+	"github.com/raftlog/raftlog/cmd/raftlog/internal/bench"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// `raftlog bench partitions` measures what partitions cost a cluster:
+// for each count, three nodes in this process (raftlog serve's timings,
+// no partition limit) get a topic of that many partitions of replication
+// factor 3, and the run times how long until every partition has a
+// leader, the process's CPU and resident memory while the cluster idles,
+// one acks=all record to every partition, and, after the node leading
+// the most partitions is killed as a crash would, how long until every
+// partition it led has a new leader that takes an acks=all record.
+
+// partitionsRow is one count's measurements.
+type partitionsRow struct {
+	partitions int
+	led        time.Duration // CreateTopics sent → every partition led
+	idleCores  float64       // CPU time / wall time while idle
+	rss        uint64        // resident bytes after the idle stretch
+	produce    time.Duration // one record to every partition
+	killedLed  int           // partitions the killed node led
+	failover   time.Duration // kill → each of those led again and written
+}
+
+func runBenchPartitions(args []string, stdout, stderr io.Writer) int {
+	c := newCommand("bench partitions", "", `For each count, start 3 nodes in this process, create a topic of that
+many partitions (replication factor 3) and measure: until every partition
+has a leader, the idle process's CPU and resident memory, one acks=all
+record to every partition, and after a crash of the node leading the
+most, until every partition it led is led again and takes a write.
+Prints a Markdown table (docs/performance.md).`)
+	counts := c.String("counts", "300,1000", "partition counts, comma-separated")
+	idle := c.Duration("idle", 10*time.Second, "how long the idle cluster's CPU is measured")
+	settle := c.Duration("settle", 5*time.Second, "unmeasured wait between every partition having a leader and the idle measurement")
+	timeout := c.Duration("timeout", 15*time.Minute, "give up on a count after this long")
+	dir := c.String("dir", "", "directory for the clusters' files (default: a new temporary directory, removed at the end)")
+	level := c.String("log-level", "off", "log level of the raftlog nodes")
+	pos, code, ok := c.parse(args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if code, ok := c.noArgs(pos, stderr); !ok {
+		return code
+	}
+	var ns []int
+	for _, s := range strings.Split(*counts, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 || n > 100000 {
+			return c.fail(stderr, "--counts %q: want partition counts from 1 to 100000, comma-separated", *counts)
+		}
+		ns = append(ns, n)
+	}
+	if *idle <= 0 || *idle > time.Hour || *settle < 0 || *settle > time.Hour || *timeout <= 0 {
+		return c.fail(stderr, "--idle must be in (0, 1h], --settle in [0, 1h], --timeout positive")
+	}
+	env, code, ok := newBenchEnv(c, stderr, *level, *dir, "raftlog-bench-partitions-")
+	if !ok {
+		return code
+	}
+	defer env.close()
+	ctx, base, logger := env.ctx, env.dir, env.logger
+	var rows []partitionsRow
+	for _, n := range ns {
+		fmt.Fprintf(stderr, "%d partitions...\n", n)
+		cctx, ccancel := context.WithTimeout(ctx, *timeout)
+		row, err := benchPartitions(cctx, n, filepath.Join(base, fmt.Sprintf("p%d", n)), *idle, *settle, func(f *serveFlags) {
+			f.maxPartsPerNode, f.maxPartitions = -1, -1
+		}, logger)
+		ccancel()
+		if err != nil {
+			return c.fail(stderr, "%d partitions: %v", n, err)
+		}
+		rows = append(rows, row)
+	}
+	writePartitionsTable(stdout, rows)
+	return 0
+}
+
+// benchPartitions measures one count on a new 3-node cluster.
+func benchPartitions(ctx context.Context, n int, dir string, idle, settle time.Duration, adjust func(*serveFlags), logger hclog.Logger) (partitionsRow, error) {
+	row := partitionsRow{partitions: n}
+	nodes, boot, stop, err := startBenchNodes(ctx, 3, dir, logger, false, adjust)
+	if err != nil {
+		return row, err
+	}
+	defer stop()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(boot...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		return row, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	const topic = "partitions"
+
+	start := time.Now()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 0 // answer once created: the leaders are waited for below
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, int32(n), 3
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return row, err
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
+		return row, fmt.Errorf("create the topic: %w", err)
+	}
+	leaders, err := awaitAllLed(ctx, adm, topic, n, -1)
+	if err != nil {
+		return row, err
+	}
+	row.led = time.Since(start)
+
+	if err := sleepCtx(ctx, settle); err != nil {
+		return row, err
+	}
+	before, t0 := bench.SnapshotProcess(), time.Now()
+	if err := sleepCtx(ctx, idle); err != nil {
+		return row, err
+	}
+	row.idleCores = float64(bench.SnapshotProcess().Sub(before).CPU) / float64(time.Since(t0))
+	row.rss = residentBytes()
+
+	all := make([]int32, n)
+	for p := range all {
+		all[p] = int32(p)
+	}
+	start = time.Now()
+	if err := produceOneEach(ctx, cl, topic, all); err != nil {
+		return row, err
+	}
+	row.produce = time.Since(start)
+
+	// Crash the node leading the most partitions.
+	led := map[int32][]int32{}
+	for p, ld := range leaders {
+		led[ld] = append(led[ld], int32(p))
+	}
+	victim := int32(-1)
+	for id, ps := range led {
+		if victim < 0 || len(ps) > len(led[victim]) {
+			victim = id
+		}
+	}
+	row.killedLed = len(led[victim])
+	var rest []string
+	for i, nd := range nodes {
+		if nd.ID() == victim {
+			start = time.Now()
+			nd.Kill()
+		} else {
+			rest = append(rest, boot[i])
+		}
+	}
+	survivors, err := kgo.NewClient(kgo.SeedBrokers(rest...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		return row, err
+	}
+	defer survivors.Close()
+	if _, err := awaitAllLed(ctx, kadm.NewClient(survivors), topic, n, victim); err != nil {
+		return row, err
+	}
+	if err := produceOneEach(ctx, survivors, topic, led[victim]); err != nil {
+		return row, err
+	}
+	row.failover = time.Since(start)
+	return row, nil
+}
+
+// awaitAllLed polls the metadata until every partition of topic has a
+// leader other than not (-1: any), and returns the leaders.
+func awaitAllLed(ctx context.Context, adm *kadm.Client, topic string, n int, not int32) ([]int32, error) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		m, err := adm.Metadata(ctx, topic)
+		if err == nil {
+			if td, ok := m.Topics[topic]; ok && len(td.Partitions) == n {
+				leaders := make([]int32, n)
+				done := true
+				for _, p := range td.Partitions {
+					if p.Leader < 0 || p.Leader == not || p.Err != nil {
+						done = false
+						break
+					}
+					leaders[p.Partition] = p.Leader
+				}
+				if done {
+					return leaders, nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("not every partition led: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// produceOneEach writes one acks=all record to each of the partitions.
+func produceOneEach(ctx context.Context, cl *kgo.Client, topic string, partitions []int32) error {
+	rs := make([]*kgo.Record, len(partitions))
+	for i, p := range partitions {
+		rs[i] = &kgo.Record{Topic: topic, Partition: p, Value: []byte("x")}
+	}
+	return cl.ProduceSync(ctx, rs...).FirstErr()
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// residentBytes is this process's resident set (0 where /proc has none).
+func residentBytes() uint64 {
+	p, err := procfs.Self()
+	if err != nil {
+		return 0
+	}
+	st, err := p.Stat()
+	if err != nil {
+		return 0
+	}
+	return uint64(st.ResidentMemory())
+}
+
+func writePartitionsTable(w io.Writer, rows []partitionsRow) {
+	fmt.Fprintln(w, "| partitions (RF 3) | until every partition has a leader | idle CPU of the 3 nodes | resident memory of the 3 nodes | one acks=all record to every partition | crash of the node leading the most: until each partition it led is led again and written |")
+	fmt.Fprintln(w, "| ---: | ---: | ---: | ---: | ---: | ---: |")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %d | %.2f s | %.2f cores | %.2f GiB | %.2f s | %.2f s (%d leaders) |\n",
+			r.partitions, r.led.Seconds(), r.idleCores, float64(r.rss)/(1<<30), r.produce.Seconds(), r.failover.Seconds(), r.killedLed)
+	}
+}
