@@ -75,7 +75,7 @@ Prints a Markdown table (docs/performance.md).`)
 	}
 	defer env.close()
 	ctx, base, logger := env.ctx, env.dir, env.logger
-	var rows []partitionsRow
+	writePartitionsHeader(stdout)
 	for _, n := range ns {
 		fmt.Fprintf(stderr, "%d partitions...\n", n)
 		cctx, ccancel := context.WithTimeout(ctx, *timeout)
@@ -86,9 +86,8 @@ Prints a Markdown table (docs/performance.md).`)
 		if err != nil {
 			return c.fail(stderr, "%d partitions: %v", n, err)
 		}
-		rows = append(rows, row)
+		writePartitionsRow(stdout, row)
 	}
-	writePartitionsTable(stdout, rows)
 	return 0
 }
 
@@ -247,11 +246,14 @@ func residentBytes() uint64 {
 	return uint64(st.ResidentMemory())
 }
 
-func writePartitionsTable(w io.Writer, rows []partitionsRow) {
+// writePartitionsHeader and writePartitionsRow print the table a row at
+// a time, so that the counts measured are shown when a later one fails.
+func writePartitionsHeader(w io.Writer) {
 	fmt.Fprintln(w, "| partitions (RF 3) | until every partition has a leader | idle CPU of the 3 nodes | resident memory of the 3 nodes | one acks=all record to every partition | crash of the node leading the most: until each partition it led is led again and written |")
 	fmt.Fprintln(w, "| ---: | ---: | ---: | ---: | ---: | ---: |")
-	for _, r := range rows {
-		fmt.Fprintf(w, "| %d | %.2f s | %.2f cores | %.2f GiB | %.2f s | %.2f s (%d leaders) |\n",
-			r.partitions, r.led.Seconds(), r.idleCores, float64(r.rss)/(1<<30), r.produce.Seconds(), r.failover.Seconds(), r.killedLed)
-	}
+}
+
+func writePartitionsRow(w io.Writer, r partitionsRow) {
+	fmt.Fprintf(w, "| %d | %.2f s | %.2f cores | %.2f GiB | %.2f s | %.2f s (%d leaders) |\n",
+		r.partitions, r.led.Seconds(), r.idleCores, float64(r.rss)/(1<<30), r.produce.Seconds(), r.failover.Seconds(), r.killedLed)
 }
