@@ -23,9 +23,10 @@ import (
 // no partition limit) get a topic of that many partitions of replication
 // factor 3, and the run times how long until every partition has a
 // leader, the process's CPU and resident memory while the cluster idles,
-// one acks=all record to every partition, and, after the node leading
-// the most partitions is killed as a crash would, how long until every
-// partition it led has a new leader that takes an acks=all record.
+// one acks=all record to every partition, after the node leading the
+// most partitions is killed as a crash would, how long until every
+// partition it led has a new leader that takes an acks=all record, and
+// how long the two left take to close.
 
 // partitionsRow is one count's measurements.
 type partitionsRow struct {
@@ -36,6 +37,7 @@ type partitionsRow struct {
 	produce    time.Duration // one record to every partition
 	killedLed  int           // partitions the killed node led
 	failover   time.Duration // kill → each of those led again and written
+	close      time.Duration // closing the surviving nodes
 }
 
 func runBenchPartitions(args []string, stdout, stderr io.Writer) int {
@@ -98,7 +100,12 @@ func benchPartitions(ctx context.Context, n int, dir string, idle, settle time.D
 	if err != nil {
 		return row, err
 	}
-	defer stop()
+	stopped := false
+	defer func() {
+		if !stopped {
+			stop()
+		}
+	}()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(boot...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		return row, err
@@ -179,6 +186,12 @@ func benchPartitions(ctx context.Context, n int, dir string, idle, settle time.D
 		return row, err
 	}
 	row.failover = time.Since(start)
+	survivors.Close()
+	cl.Close()
+	start = time.Now()
+	stopped = true
+	stop()
+	row.close = time.Since(start)
 	return row, nil
 }
 
@@ -249,11 +262,11 @@ func residentBytes() uint64 {
 // writePartitionsHeader and writePartitionsRow print the table a row at
 // a time, so that the counts measured are shown when a later one fails.
 func writePartitionsHeader(w io.Writer) {
-	fmt.Fprintln(w, "| partitions (RF 3) | until every partition has a leader | idle CPU of the 3 nodes | resident memory of the 3 nodes | one acks=all record to every partition | crash of the node leading the most: until each partition it led is led again and written |")
-	fmt.Fprintln(w, "| ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Fprintln(w, "| partitions (RF 3) | until every partition has a leader | idle CPU of the 3 nodes | resident memory of the 3 nodes | one acks=all record to every partition | crash of the node leading the most: until each partition it led is led again and written | closing the 2 left |")
+	fmt.Fprintln(w, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 }
 
 func writePartitionsRow(w io.Writer, r partitionsRow) {
-	fmt.Fprintf(w, "| %d | %.2f s | %.2f cores | %.2f GiB | %.2f s | %.2f s (%d leaders) |\n",
-		r.partitions, r.led.Seconds(), r.idleCores, float64(r.rss)/(1<<30), r.produce.Seconds(), r.failover.Seconds(), r.killedLed)
+	fmt.Fprintf(w, "| %d | %.2f s | %.2f cores | %.2f GiB | %.2f s | %.2f s (%d leaders) | %.2f s |\n",
+		r.partitions, r.led.Seconds(), r.idleCores, float64(r.rss)/(1<<30), r.produce.Seconds(), r.failover.Seconds(), r.killedLed, r.close.Seconds())
 }

@@ -106,12 +106,12 @@ func TestBenchPartitions(t *testing.T) {
 	if len(lines) != 3 || !strings.HasPrefix(lines[2], "| 6 | ") {
 		t.Fatalf("table:\n%s", out.String())
 	}
-	var led, cores, gib, produce, failover float64
+	var led, cores, gib, produce, failover, closing float64
 	var killed int
-	if _, err := fmt.Sscanf(lines[2], "| 6 | %f s | %f cores | %f GiB | %f s | %f s (%d leaders) |", &led, &cores, &gib, &produce, &failover, &killed); err != nil {
+	if _, err := fmt.Sscanf(lines[2], "| 6 | %f s | %f cores | %f GiB | %f s | %f s (%d leaders) | %f s |", &led, &cores, &gib, &produce, &failover, &killed, &closing); err != nil {
 		t.Fatalf("row %q: %v", lines[2], err)
 	}
-	if led <= 0 || cores <= 0 || gib <= 0 || produce <= 0 || failover <= 0 || killed < 1 || killed > 6 {
+	if led <= 0 || cores <= 0 || gib <= 0 || produce <= 0 || failover <= 0 || killed < 1 || killed > 6 || closing <= 0 {
 		t.Fatalf("row %q does not add up", lines[2])
 	}
 }
