@@ -332,21 +332,8 @@ func TestNewTopicsHaveDenseOffsets(t *testing.T) {
 // learns what was done meanwhile.
 func TestControllerLeavesACutNode(t *testing.T) {
 	c := clustertest.Start(t, 3)
-	var raftAddrs []string
-	for _, cfg := range c.Cfgs {
-		raftAddrs = append(raftAddrs, cfg.Cluster.RaftAddr)
-	}
-	cut := -1
-	clustertest.WaitFor(t, "a controller leader", 30*time.Second, func() bool {
-		for i, nd := range c.Nodes {
-			if nd.ControllerID() == nd.ID() {
-				cut = i
-				return true
-			}
-		}
-		return false
-	})
-	c.Net.Isolate(raftAddrs[cut], raftAddrs)
+	cut := c.ControllerLeader()
+	c.IsolateRaft(cut)
 	other := c.Nodes[(cut+1)%3]
 	clustertest.WaitFor(t, "a new controller on the connected side", 30*time.Second, func() bool {
 		id := other.ControllerID()

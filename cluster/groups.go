@@ -60,8 +60,7 @@ func (ctl *Controller) StoreGroup(ctx context.Context, group, token string, valu
 // controller and has applied every command of the terms before, so that
 // the stored groups hold what the earlier coordinators stored.
 func (ctl *Controller) GroupsLoaded() (uint64, bool) {
-	term := ctl.r.Raft().CurrentTerm()
-	return term, ctl.r.LeaderReady() && ctl.meta.Applied() >= ctl.r.HighWatermark() && ctl.r.Raft().CurrentTerm() == term
+	return ctl.r.Raft().CurrentTerm(), ctl.r.LeaderReady() && ctl.meta.Applied() >= ctl.r.HighWatermark()
 }
 
 // applyStoreGroup applies a store_group command (under m.mu).

@@ -48,25 +48,24 @@ func (n *Node) PartitionStates(t Topic) []PartitionState {
 // leaderPoll is how often AwaitLeaders looks at the leaders again.
 const leaderPoll = 20 * time.Millisecond
 
-// AwaitLeaders returns once every partition of topic has a leader known
-// here (its own replica, or the leader gossip), or ctx ends, or the topic
-// is gone.
+// AwaitLeaders returns once every partition of topic has had a leader
+// known here (its own replica, or the leader gossip), or ctx ends, or the
+// topic is gone. Each look starts at the first partition not yet seen led.
 func (n *Node) AwaitLeaders(ctx context.Context, topic string) {
 	tick := time.NewTicker(leaderPoll)
 	defer tick.Stop()
-	for {
-		t, ok := n.meta.Topic(topic)
+	for next := 0; ; {
+		_, parts, ok := n.meta.topicRef(topic)
 		if !ok {
 			return
 		}
-		led := true
-		for p := range t.Partitions {
-			if ld, _ := n.Leader(topic, int32(p)); ld < 0 {
-				led = false
+		for next < parts {
+			if ld, _ := n.Leader(topic, int32(next)); ld < 0 {
 				break
 			}
+			next++
 		}
-		if led {
+		if next == parts {
 			return
 		}
 		select {

@@ -58,10 +58,7 @@ func (c *coordinator) load() *kerr.Error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
-	for name, sg := range c.store.StoredGroups() {
-		if c.groups[name] != nil {
-			continue
-		}
+	for name, sg := range c.store.StoredGroups() { // c.groups is empty: reset above
 		g, err := c.loadGroup(name, sg)
 		if err != nil {
 			c.logger.Error("a stored consumer group does not decode; its members will rejoin", "group", name, "error", err)
@@ -195,8 +192,7 @@ func (g *group) storeAssignment(assignments map[string][]byte) {
 // stored: NOT_COORDINATOR when the role moved, else
 // COORDINATOR_NOT_AVAILABLE (the clients find the coordinator again).
 func storeError(err error) *kerr.Error {
-	var ke *kerr.Error
-	if errors.As(err, &ke) && ke.Code == kerr.NotCoordinator.Code {
+	if errors.Is(err, kerr.NotCoordinator) {
 		return kerr.NotCoordinator
 	}
 	return kerr.CoordinatorNotAvailable

@@ -72,6 +72,25 @@ func TestGroupResumesAfterCoordinatorMove(t *testing.T) {
 		t.Fatalf("describe the resumed group: %+v", g)
 	}
 
+	// The role went elsewhere and came back with no request here in
+	// between (a new epoch), while the other coordinator moved the group
+	// on: the group is loaded again, not kept from before.
+	var v kmsg.GroupMetadataValue
+	if err := v.ReadFrom(b.StoredGroups()[group].Value); err != nil {
+		t.Fatal(err)
+	}
+	v.Generation = gen + 5
+	b.offMu.Lock()
+	b.stored[group] = StoredGroup{Token: b.stored[group].Token, Value: v.AppendTo(nil)}
+	b.offMu.Unlock()
+	b.coordEpoch.Add(1)
+	if code := rawHeartbeat(r, group, id, gen); code != kerr.IllegalGeneration.Code {
+		t.Fatalf("heartbeat at the generation of an earlier epoch: %v", kerr.ErrorForCode(code))
+	}
+	if code := rawHeartbeat(r, group, id, gen+5); code != 0 {
+		t.Fatalf("heartbeat at the generation stored meanwhile: %v", kerr.ErrorForCode(code))
+	}
+
 	leave := &kmsg.LeaveGroupRequest{Version: 5, Group: group, Members: []kmsg.LeaveGroupRequestMember{{MemberID: id}}}
 	if code := r.roundTrip(leave).(*kmsg.LeaveGroupResponse).ErrorCode; code != 0 {
 		t.Fatalf("leave: %v", kerr.ErrorForCode(code))

@@ -121,6 +121,33 @@ func (c *Cluster) Down(i int) bool {
 	return c.down[i]
 }
 
+// ControllerLeader waits for a node to lead the controller (and so
+// coordinate the consumer groups) and returns its index.
+func (c *Cluster) ControllerLeader() int {
+	c.T.Helper()
+	lead := -1
+	WaitFor(c.T, "a controller leader", 30*time.Second, func() bool {
+		for i, nd := range c.Nodes {
+			if !c.Down(i) && nd.ControllerID() == nd.ID() {
+				lead = i
+				return true
+			}
+		}
+		return false
+	})
+	return lead
+}
+
+// IsolateRaft cuts node i's Raft links to every other node (gossip and
+// Kafka traffic keep flowing); Net.Heal restores them.
+func (c *Cluster) IsolateRaft(i int) {
+	addrs := make([]string, len(c.Cfgs))
+	for j, cfg := range c.Cfgs {
+		addrs[j] = cfg.Cluster.RaftAddr
+	}
+	c.Net.Isolate(addrs[i], addrs)
+}
+
 // Kill stops node i (0-based) as a crash would.
 func (c *Cluster) Kill(i int) {
 	c.mu.Lock()

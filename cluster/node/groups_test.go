@@ -121,7 +121,9 @@ func TestConsumerGroupOnCluster(t *testing.T) {
 		}
 		t.Fatalf("committed offsets of %d partitions, want 6: %+v", nb, before)
 	}
-	coord := killCoordinator(t, c)
+	coord := c.ControllerLeader()
+	t.Logf("killing node %d, the controller leader and group coordinator", coord+1)
+	c.Kill(coord)
 	var rest []string
 	for i, b := range c.Bootstrap {
 		if i != coord {
@@ -383,21 +385,9 @@ func TestGroupSurvivesCoordinatorMove(t *testing.T) {
 	mu.Unlock()
 	t.Logf("group settled at generation %d", ids[0].gen)
 
-	var raftAddrs []string
-	for _, cfg := range c.Cfgs {
-		raftAddrs = append(raftAddrs, cfg.Cluster.RaftAddr)
-	}
-	coord := -1
-	for i, nd := range c.Nodes {
-		if nd.ControllerID() == nd.ID() {
-			coord = i
-		}
-	}
-	if coord < 0 {
-		t.Fatal("no controller leader")
-	}
+	coord := c.ControllerLeader()
 	t.Logf("cutting node %d, the controller leader and group coordinator, off the Raft links", coord+1)
-	c.Net.Isolate(raftAddrs[coord], raftAddrs)
+	c.IsolateRaft(coord)
 	clustertest.WaitFor(t, "the group coordinator to move", 30*time.Second, func() bool {
 		id := c.Nodes[(coord+1)%3].ControllerID()
 		return id > 0 && id != int32(coord+1)
@@ -442,19 +432,4 @@ func TestGroupSurvivesCoordinatorMove(t *testing.T) {
 			t.Errorf("member %d: %s at generation %d after the move, was %s at %d", i, id, gen, ids[i].id, ids[i].gen)
 		}
 	}
-}
-
-// killCoordinator kills the node coordinating groups (the controller
-// leader) and returns its index.
-func killCoordinator(t *testing.T, c *clustertest.Cluster) int {
-	t.Helper()
-	for i, nd := range c.Nodes {
-		if nd.ControllerID() == nd.ID() {
-			t.Logf("killing node %d, the controller leader and group coordinator", i+1)
-			c.Kill(i)
-			return i
-		}
-	}
-	t.Fatal("no controller leader")
-	return -1
 }
