@@ -50,6 +50,20 @@ func TestCheckerFindsEachAnomaly(t *testing.T) {
 	if r := Check(after, []Read{fr(0, 1, "a"), fr(0, 2, "b")}, nil); r.Counts["gap"] == 0 {
 		t.Errorf("offset 0 missing, and no gap found: %+v", r)
 	}
+	// Two warm-up records side by side (a retried warm-up lands twice).
+	warm1 := warm
+	warm1.Offset = 1
+	later := []Write{w(0, 1, 0, "a", true, 2), w(0, 2, 0, "b", true, 3)}
+	if r := Check(later, []Read{warm, warm1, fr(0, 2, "a"), fr(0, 3, "b")}, nil); !r.OK() {
+		t.Errorf("two warm-up records at offsets 0 and 1 flagged: %+v", r)
+	}
+	// Only a final read's warm-up records excuse an offset: one seen by a
+	// poll alone does not.
+	polled := warm
+	polled.Final = false
+	if r := Check(after, []Read{polled, fr(0, 1, "a"), fr(0, 2, "b")}, nil); r.Counts["gap"] == 0 {
+		t.Errorf("a warm-up record seen only by a poll excused offset 0: %+v", r)
+	}
 	// A partition the final read could not reach: its acknowledged writes
 	// are unreadable, not lost.
 	r := Check(clean, []Read{fr(0, 0, "a")}, map[int32]bool{0: true})

@@ -285,16 +285,15 @@ func (r *Replica) DeleteRecords(ctx context.Context, offset int64) (int64, error
 // batch header through the offset index (a few dozen reads however long
 // the log).
 func (r *Replica) EndOffsetForEpoch(epoch int32) (int64, int32, error) {
+	if epoch < 0 {
+		return -1, -1, nil // no epoch has no end, as in Kafka's epoch cache
+	}
 	start, hw := r.log.StartOffset(), r.fsm.HighWatermark()
 	if start >= hw {
 		// Nothing readable (a new partition, or every record deleted):
 		// as Kafka's epoch cache answers then, the current epoch ends at
-		// the log end, an earlier one ended where the log starts, and
-		// no epoch (-1) has no end.
-		switch term := int32(r.Term()); {
-		case epoch < 0:
-			return -1, -1, nil
-		case epoch >= term:
+		// the log end and an earlier one ended where the log starts.
+		if term := int32(r.Term()); epoch >= term {
 			return hw, term, nil
 		}
 		return start, epoch, nil

@@ -494,12 +494,10 @@ func (r *compareRun) halfOne(ctx context.Context, t compareTarget, topic string,
 }
 
 // startBenchCluster starts n raftlog nodes in this process on free
-// loopback ports and waits until they are ready. With local, they have
-// the fast timings of `raftlog dev` (Raft heartbeat and election 500 ms,
-// leader lease 250 ms; local-network gossip); without, those of
-// `raftlog serve` (1 s, 1 s, 500 ms; LAN gossip), which a loaded machine
-// disturbs less: a leader whose lease runs out steps down, and the
-// election stalls its partitions' writes.
+// loopback ports and waits until they are ready, with Raft's default
+// timings (heartbeat and election 1 s, leader lease 500 ms) and, with
+// local, the local-network gossip timings of `raftlog dev` (LAN gossip
+// otherwise).
 func startBenchCluster(ctx context.Context, n int, dir string, logger hclog.Logger, local bool) ([]string, func(), error) {
 	_, boot, stop, err := startBenchNodes(ctx, n, dir, logger, local, nil)
 	return boot, stop, err

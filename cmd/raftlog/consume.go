@@ -18,10 +18,11 @@ import (
 )
 
 // consumeIdle is how long a consume with --exit waits for more records
-// once some partition has not reached its end. A partition in the legacy
-// offset layout (written before dense offsets) holds Raft's control
-// batches at offsets no record is read at, so its last offsets may never
-// be seen; a dense partition's end is its last record's next offset.
+// once some partition has not reached its end, for every partition alike.
+// A partition in the legacy offset layout (written before dense offsets)
+// holds Raft's control batches at offsets no record is read at, so its
+// last offsets may never be seen; a dense partition that stops short of
+// its end is told the same way (the layout is not known to the client).
 const consumeIdle = 2 * time.Second
 
 // runConsume prints the records of a topic from --from until --count

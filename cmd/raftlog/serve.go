@@ -181,8 +181,9 @@ on the command line wins over its variable. See docs/operations.md.`)
 	return 0
 }
 
-// nodeConfig is the node configuration of f; local gives the fast Raft
-// timings and gossip of a cluster on one machine (`raftlog dev`).
+// nodeConfig is the node configuration of f; local gives the fast gossip
+// timings of a cluster on one machine (`raftlog dev`). Raft's timings are
+// the defaults either way.
 func nodeConfig(f serveFlags, logger hclog.Logger, local bool) node.Config {
 	var join []string
 	for _, s := range strings.Split(f.join, ",") {
