@@ -31,6 +31,10 @@ func FuzzControllerSnapshot(f *testing.F) {
 	}
 	f.Add([]byte(`{"op":"snapshot","parts":2,"part":0,"data":"KLUv/QBYAQAAe30="}`), []byte(`{"op":"snapshot","parts":2,"part":1,"data":"AA=="}`))
 	f.Add([]byte(`{"op":"snapshot","state":{"topics":{"t":{"assignment":[[1]]}}}}`), []byte(`{}`))
+	// States whose keys are not what their entries name.
+	f.Add([]byte(`{"op":"snapshot","state":{"offsets":{"g":{"a":{"t":"","p":0,"o":5},"b":{"t":"","p":0,"o":7}}}}}`), []byte(`{}`))
+	f.Add([]byte(`{"op":"snapshot","state":{"topics":{"t":{"Name":"u"}}}}`), []byte(`{}`))
+	f.Add([]byte(`{"op":"snapshot","state":{"brokers":{"1":{"id":2}}}}`), []byte(`{}`))
 	f.Fuzz(func(t *testing.T, first, second []byte) {
 		m := newMeta()
 		err := m.apply(recordAt(first, 100))

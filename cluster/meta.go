@@ -261,9 +261,10 @@ func (m *Meta) apply(p []byte) error {
 
 // applyOne applies the command at offset; gap says that commands before
 // it were never applied here (only a snapshot may follow one). Its error
-// is a log that cannot be applied: a packed snapshot the state was being
-// restored from that is cut short or does not decode.
-func (m *Meta) applyOne(c command, offset int64, gap bool) error {
+// is a log that cannot be applied: a snapshot the state is to be restored
+// from that is cut short, does not decode or is not a state capture
+// writes; then nothing changed.
+func (m *Meta) applyOne(c command, offset int64, gap bool) (err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if gap {
@@ -284,7 +285,11 @@ func (m *Meta) applyOne(c command, offset int64, gap bool) error {
 		}
 		m.pack = nil // a command between its parts: the snapshot is ignored
 	}
-	defer func() { m.lastCmd = offset }()
+	defer func() {
+		if err == nil {
+			m.lastCmd = offset
+		}
+	}()
 	switch c.Op {
 	case "init":
 		if m.clusterID == "" {
@@ -371,7 +376,7 @@ func (m *Meta) applyOne(c command, offset int64, gap bool) error {
 	case "store_group":
 		m.applyStoreGroup(c)
 	case "snapshot":
-		m.applySnapshot(c, offset, gap)
+		return m.applySnapshot(c, offset, gap)
 	}
 	return nil
 }

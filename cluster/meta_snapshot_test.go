@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -562,5 +563,40 @@ func TestCheckPartitionLimits(t *testing.T) {
 	ctl.cfg = Config{MaxPartitionsPerNode: -1, MaxPartitions: -1}
 	if err := ctl.checkPartitionLimits([][]int32{{1, 2}, {1, 2}, {1, 2}, {1, 2}}); err != nil {
 		t.Errorf("no limits: %v", err)
+	}
+}
+
+// TestSnapshotRefusesMiskeyedState: a snapshot whose map keys are not
+// what their entries name is refused where it would be the state, plain
+// or packed, and leaves the state as it was.
+func TestSnapshotRefusesMiskeyedState(t *testing.T) {
+	bad := []metaState{
+		{Offsets: map[string]map[string]GroupOffset{"g": {"a": {Topic: "t", Partition: 0}, "t/0": {Topic: "t", Partition: 0}}}},
+		{Topics: map[string]Topic{"t": {Name: "u"}}},
+		{Brokers: map[int32]Registration{1: {NodeID: 2}}},
+	}
+	for i, st := range bad {
+		m := sampleMeta(t)
+		want := fullViewOf(m)
+		if err := applyAt(t, m, command{Op: "snapshot", State: &st}, 10); err == nil {
+			t.Fatalf("state %d: a plain snapshot after a gap applied", i)
+		}
+		if got := fullViewOf(m); !reflect.DeepEqual(got, want) {
+			t.Fatalf("state %d: the refused snapshot changed the state:\n got %+v\nwant %+v", i, got, want)
+		}
+		// A limit the plain command does not fit (its cluster id alone is
+		// over it) but the compressed state does.
+		st.ClusterID = strings.Repeat("c", 3000)
+		packed, err := snapshotBatches(st, 0, 2000)
+		if err != nil || len(packed) < 1 || bytes.Contains(packed[0], []byte(`"state"`)) {
+			t.Fatalf("state %d: packed into %d parts: %v", i, len(packed), err)
+		}
+		fresh := newMeta()
+		for j, b := range packed {
+			err = fresh.apply(rebase(b, int64(20+j)))
+		}
+		if err == nil {
+			t.Fatalf("state %d: a packed snapshot after a gap applied", i)
+		}
 	}
 }

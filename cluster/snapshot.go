@@ -70,12 +70,42 @@ func (m *Meta) capture() (metaState, int64) {
 // applySnapshot applies a snapshot command (under m.mu). After a gap it
 // is the state; else it is the state here only when no command came
 // between its capture and it, and is ignored otherwise.
-func (m *Meta) applySnapshot(c command, offset int64, gap bool) {
+func (m *Meta) applySnapshot(c command, offset int64, gap bool) error {
 	if c.State == nil || (!gap && c.After != m.lastCmd) {
-		return
+		return nil
+	}
+	if err := c.State.check(); err != nil {
+		return fmt.Errorf("cluster: metadata snapshot at %d: %w", offset, err)
 	}
 	m.install(c.State)
 	m.snapAt = offset
+	return nil
+}
+
+// check refuses a state whose map keys are not what their entries name
+// (a topic under another name, an offset under another partition's key,
+// a registration under another node id): Meta reads entries by key and
+// lists them by value, so such a state would not be the state a capture
+// of it gives back. capture never writes one.
+func (st *metaState) check() error {
+	for name, t := range st.Topics {
+		if t.Name != name {
+			return fmt.Errorf("topic %q holds topic %q", name, t.Name)
+		}
+	}
+	for g, offs := range st.Offsets {
+		for k, o := range offs {
+			if k != offsetKey(o.Topic, o.Partition) {
+				return fmt.Errorf("group %q: offset key %q holds %s/%d", g, k, o.Topic, o.Partition)
+			}
+		}
+	}
+	for id, r := range st.Brokers {
+		if r.NodeID != id {
+			return fmt.Errorf("broker %d holds node %d", id, r.NodeID)
+		}
+	}
+	return nil
 }
 
 // install makes st the state (under m.mu; st is the caller's no more).
@@ -233,6 +263,9 @@ func unpackState(data []byte) (*metaState, error) {
 	}
 	var st metaState
 	if err := json.Unmarshal(plain, &st); err != nil {
+		return nil, err
+	}
+	if err := st.check(); err != nil {
 		return nil, err
 	}
 	return &st, nil
