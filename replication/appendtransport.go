@@ -68,7 +68,7 @@ func newAppendConn(target raft.ServerAddress, c net.Conn) *appendConn {
 	if v, ok := c.(buffersWriter); ok {
 		ac.w.vec = v
 	} else {
-		ac.w.w = bufio.NewWriterSize(c, 64<<10)
+		ac.w.w = bufio.NewWriterSize(c, 16<<10)
 	}
 	return ac
 }
@@ -263,7 +263,7 @@ func (t *appendTransport) serve(c net.Conn) {
 		delete(t.accepted, c)
 		t.mu.Unlock()
 	}()
-	r := wireReader{r: bufio.NewReaderSize(c, 64<<10), arena: new(entryArena)}
+	r := wireReader{r: bufio.NewReaderSize(c, 16<<10), arena: new(entryArena)}
 	w := wireWriter{w: bufio.NewWriterSize(c, 4<<10)}
 	respCh := make(chan raft.RPCResponse, 1)
 	for {

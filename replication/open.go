@@ -264,9 +264,12 @@ func (r *Replica) openTransport() error {
 		layer.Close()
 		return err
 	}
+	// The NetworkTransport keeps no connections: it carries votes,
+	// snapshots and TimeoutNow, which are rare, and each of its
+	// connections holds 512 KiB of buffers on either side.
 	const netTimeout, maxPool = 10 * time.Second, 3
 	trans := newAppendTransport(raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: layer, MaxPool: maxPool, Timeout: netTimeout, Logger: r.logger.Named("raft-net"),
+		Stream: layer, MaxPool: 0, Timeout: netTimeout, Logger: r.logger.Named("raft-net"),
 	}), appendLayer, netTimeout, maxPool, 2, r.logger.Named("raft-append"))
 	r.guard = newGuardTransport(trans, r.serverID, func() uint64 {
 		t, _ := r.stable.GetUint64([]byte(keyCurrentTerm))

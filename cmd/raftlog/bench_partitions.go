@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -53,6 +56,7 @@ Prints a Markdown table (docs/performance.md).`)
 	timeout := c.Duration("timeout", 15*time.Minute, "give up on a count after this long")
 	dir := c.String("dir", "", "directory for the clusters' files (default: a new temporary directory, removed at the end)")
 	level := c.String("log-level", "off", "log level of the raftlog nodes")
+	profiles := c.String("profile-dir", "", "write a CPU profile of each count's idle stretch and a heap profile at its end to this directory (idle-N.cpu.pprof, idle-N.heap.pprof)")
 	pos, code, ok := c.parse(args, stdout, stderr)
 	if !ok {
 		return code
@@ -81,7 +85,7 @@ Prints a Markdown table (docs/performance.md).`)
 	for _, n := range ns {
 		fmt.Fprintf(stderr, "%d partitions...\n", n)
 		cctx, ccancel := context.WithTimeout(ctx, *timeout)
-		row, err := benchPartitions(cctx, n, filepath.Join(base, fmt.Sprintf("p%d", n)), *idle, *settle, func(f *serveFlags) {
+		row, err := benchPartitions(cctx, n, filepath.Join(base, fmt.Sprintf("p%d", n)), *idle, *settle, *profiles, func(f *serveFlags) {
 			f.maxPartsPerNode, f.maxPartitions = -1, -1
 		}, logger)
 		ccancel()
@@ -94,7 +98,7 @@ Prints a Markdown table (docs/performance.md).`)
 }
 
 // benchPartitions measures one count on a new 3-node cluster.
-func benchPartitions(ctx context.Context, n int, dir string, idle, settle time.Duration, adjust func(*serveFlags), logger hclog.Logger) (partitionsRow, error) {
+func benchPartitions(ctx context.Context, n int, dir string, idle, settle time.Duration, profiles string, adjust func(*serveFlags), logger hclog.Logger) (partitionsRow, error) {
 	row := partitionsRow{partitions: n}
 	nodes, boot, stop, err := startBenchNodes(ctx, 3, dir, logger, false, adjust)
 	if err != nil {
@@ -136,12 +140,28 @@ func benchPartitions(ctx context.Context, n int, dir string, idle, settle time.D
 	if err := sleepCtx(ctx, settle); err != nil {
 		return row, err
 	}
+	cpuPath, heapPath := "", ""
+	if profiles != "" {
+		cpuPath = filepath.Join(profiles, fmt.Sprintf("idle-%d.cpu.pprof", n))
+		heapPath = filepath.Join(profiles, fmt.Sprintf("idle-%d.heap.pprof", n))
+	}
+	stopProfile, err := startProfile(cpuPath)
+	if err != nil {
+		return row, err
+	}
 	before, t0 := bench.SnapshotProcess(), time.Now()
 	if err := sleepCtx(ctx, idle); err != nil {
+		stopProfile()
 		return row, err
 	}
 	row.idleCores = float64(bench.SnapshotProcess().Sub(before).CPU) / float64(time.Since(t0))
 	row.rss = residentBytes()
+	stopProfile()
+	if heapPath != "" {
+		if err := writeHeapProfile(heapPath); err != nil {
+			return row, err
+		}
+	}
 
 	all := make([]int32, n)
 	for p := range all {
@@ -269,4 +289,19 @@ func writePartitionsHeader(w io.Writer) {
 func writePartitionsRow(w io.Writer, r partitionsRow) {
 	fmt.Fprintf(w, "| %d | %.2f s | %.2f cores | %.2f GiB | %.2f s | %.2f s (%d leaders) | %.2f s |\n",
 		r.partitions, r.led.Seconds(), r.idleCores, float64(r.rss)/(1<<30), r.produce.Seconds(), r.failover.Seconds(), r.killedLed, r.close.Seconds())
+}
+
+// writeHeapProfile writes the heap's live objects, as of the last
+// collection, to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
