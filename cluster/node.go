@@ -84,6 +84,10 @@ type Config struct {
 	// Dial opens the connections to peers' Raft addresses (default
 	// net.DialTimeout; tests cut links with replication/faultnet here).
 	Dial replication.DialFunc
+	// NoQuiescence keeps every partition's Raft heartbeats going while
+	// it is idle (see replication.Quiescer; by default idle groups
+	// quiesce).
+	NoQuiescence bool
 	// LocalGossip selects memberlist's fast local-network timings.
 	LocalGossip bool
 	// AcceptDataLoss releases the vote guard of every replica this node
@@ -132,6 +136,7 @@ type Node struct {
 	incarnation string
 	ln          net.Listener
 	mux         *replication.Mux
+	quiescer    *replication.Quiescer // nil with NoQuiescence
 	ml          *memberlist.Memberlist
 	gossipAddr  string // this node's gossip address as memberlist advertises it
 	bq          *memberlist.TransmitLimitedQueue
@@ -220,10 +225,20 @@ func Start(cfg Config) (*Node, error) {
 		n.mux.Close()
 		return nil, err
 	}
+	if !cfg.NoQuiescence {
+		if n.quiescer, err = replication.NewQuiescer(n.mux, replication.QuiescerConfig{Logger: n.logger.Named("quiesce")}); err != nil {
+			n.rpcLayer.Close()
+			n.mux.Close()
+			return nil, err
+		}
+	}
 	n.wg.Add(1)
 	go n.serveRPC()
 	if err := n.startMembership(); err != nil {
 		n.rpcLayer.Close()
+		if n.quiescer != nil {
+			n.quiescer.Close()
+		}
 		n.mux.Close()
 		return nil, err
 	}
@@ -356,7 +371,7 @@ func (n *Node) openReplica(group, dirName string, lc log.Config, dense bool, gat
 	}
 	r, err := replication.Open(replication.Config{IndexDir: indexDir,
 		Group: group, NodeID: strconv.Itoa(int(n.cfg.NodeID)), ServerID: serverID(n.cfg.NodeID, n.incarnation),
-		Dir: dir, Log: lc, DenseOffsets: dense, Mux: n.mux, Logger: n.logger, BootID: n.cfg.BootID, Raft: n.cfg.Raft, FS: n.cfg.FS,
+		Dir: dir, Log: lc, DenseOffsets: dense, Mux: n.mux, Quiescer: n.quiescer, Logger: n.logger, BootID: n.cfg.BootID, Raft: n.cfg.Raft, FS: n.cfg.FS,
 		ProducerIDExpiration: n.cfg.ProducerIDExpiration, MaxProducerIDs: n.cfg.MaxProducerIDs, Gate: gate,
 	})
 	if err == nil && n.cfg.AcceptDataLoss && r.Gated() {
@@ -392,7 +407,7 @@ func (n *Node) ControllerID() int32 {
 		if hb == 0 {
 			hb = time.Second
 		}
-		if last := n.ctl.r.Raft().LastContact(); !last.IsZero() && time.Since(last) > hb/2 {
+		if last := n.ctl.r.LastContact(); !last.IsZero() && time.Since(last) > hb/2 {
 			return -1
 		}
 	}
@@ -549,6 +564,9 @@ func (n *Node) Close() error {
 		errs = append(errs, n.ml.Shutdown())
 	}
 	n.rpcLayer.Close()
+	if n.quiescer != nil {
+		n.quiescer.Close()
+	}
 	errs = append(errs, n.mux.Close())
 	return errors.Join(errs...)
 }
@@ -592,6 +610,9 @@ func (n *Node) Kill() {
 	close(n.stop)
 	n.cancel()
 	n.rpcLayer.Close()
+	if n.quiescer != nil {
+		n.quiescer.Close() // first: a crash tells its peers nothing
+	}
 	n.wg.Wait()
 	eachReplica(reps, func(r *replication.Replica) error {
 		r.Kill()

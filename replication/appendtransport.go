@@ -35,6 +35,10 @@ type appendTransport struct {
 
 	consumeCh chan raft.RPC
 
+	// quiesce, when the node quiesces idle groups, answers on a quiesced
+	// follower's behalf and is told what this replica answered as one.
+	quiesce *groupQuiesce
+
 	hbMu sync.Mutex
 	hbFn func(raft.RPC)
 
@@ -168,6 +172,9 @@ func (t *appendTransport) returnConn(c *appendConn) {
 
 // AppendEntries implements raft.Transport.
 func (t *appendTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if t.quiesce != nil && t.quiesce.mayAnswer(id, target, args, resp) {
+		return nil
+	}
 	c, err := t.getConn(target)
 	if errors.Is(err, ErrGroupNotHosted) {
 		return t.Transport.AppendEntries(id, target, args, resp)
@@ -202,7 +209,7 @@ func (t *appendTransport) AppendEntriesPipeline(id raft.ServerID, target raft.Se
 		return nil, err
 	}
 	p := &appendPipeline{
-		t: t, c: c,
+		t: t, c: c, id: id,
 		// As in raft.NetworkTransport: one request is written while the
 		// decoder waits for the answer to the one before, so a buffer of
 		// maxInFlight-2 lets maxInFlight be in flight.
@@ -315,6 +322,9 @@ func (t *appendTransport) serve(c net.Conn) {
 		if err := w.writeAppendResponse(out, resp.Error); err != nil {
 			return
 		}
+		if t.quiesce != nil && resp.Error == nil {
+			t.quiesce.served(raft.ServerAddress(leader), req, out, heartbeat)
+		}
 	}
 }
 
@@ -366,6 +376,7 @@ var errPipelineStalled = errors.New("replication: append pipeline stalled: its a
 type appendPipeline struct {
 	t          *appendTransport
 	c          *appendConn
+	id         raft.ServerID
 	inprogress chan *appendFuture
 	done       chan raft.AppendFuture
 	shutdown   chan struct{}
@@ -376,12 +387,17 @@ type appendPipeline struct {
 // hands it to the decoder, which blocks when maxInFlight are in flight.
 func (p *appendPipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
 	f := &appendFuture{start: time.Now(), args: args, resp: resp, done: make(chan struct{})}
-	if p.t.timeout > 0 {
-		p.c.conn.SetWriteDeadline(time.Now().Add(p.t.timeout))
-	}
-	if err := p.c.w.writeAppendRequest(args); err != nil {
-		abort(p.c.conn)
-		return nil, err
+	if q := p.t.quiesce; q != nil && q.mayAnswer(p.id, p.c.target, args, resp) {
+		// Answered here, but in its turn among the requests in flight.
+		f.local = true
+	} else {
+		if p.t.timeout > 0 {
+			p.c.conn.SetWriteDeadline(time.Now().Add(p.t.timeout))
+		}
+		if err := p.c.w.writeAppendRequest(args); err != nil {
+			abort(p.c.conn)
+			return nil, err
+		}
 	}
 	var stall <-chan time.Time
 	if p.t.timeout > 0 {
@@ -413,13 +429,16 @@ func (p *appendPipeline) decode() {
 	for {
 		select {
 		case f := <-p.inprogress:
-			if p.t.timeout > 0 {
-				p.c.conn.SetReadDeadline(time.Now().Add(p.t.timeout))
-			}
-			err := p.c.r.readAppendResponse(f.resp)
-			var answered rpcError
-			if err != nil && !errors.As(err, &answered) {
-				abort(p.c.conn)
+			var err error
+			if !f.local {
+				if p.t.timeout > 0 {
+					p.c.conn.SetReadDeadline(time.Now().Add(p.t.timeout))
+				}
+				err = p.c.r.readAppendResponse(f.resp)
+				var answered rpcError
+				if err != nil && !errors.As(err, &answered) {
+					abort(p.c.conn)
+				}
 			}
 			f.err = err
 			close(f.done)
@@ -454,6 +473,7 @@ type appendFuture struct {
 	resp  *raft.AppendEntriesResponse
 	done  chan struct{}
 	err   error
+	local bool // answered by quiescence, not read from the stream
 }
 
 func (f *appendFuture) Error() error                          { <-f.done; return f.err }

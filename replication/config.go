@@ -40,6 +40,9 @@ type Config struct {
 	DenseOffsets bool
 	// Mux is the node's shared Raft transport.
 	Mux *Mux
+	// Quiescer, when set, quiesces the group while it is idle (see
+	// Quiescer); it must be on Mux.
+	Quiescer *Quiescer
 	// Logger receives everything, Raft's own lines included.
 	Logger hclog.Logger
 	// BootID identifies the kernel boot (default: read from

@@ -31,8 +31,19 @@ type tnode struct {
 	boots int
 	gate  string // Config.Gate of its next start
 	mux   *Mux
+	q     *Quiescer // when the group quiesces
 	rep   *Replica
 	up    bool
+}
+
+// down closes what a node runs besides its replica.
+func (nd *tnode) down() {
+	if nd.q != nil {
+		nd.q.Close()
+		nd.q = nil
+	}
+	nd.mux.Close()
+	nd.up = false
 }
 
 type tgroup struct {
@@ -45,7 +56,9 @@ type tgroup struct {
 	// legacy opens the replicas in the legacy offset layout (Raft's own
 	// entries take offsets); the default is the dense one.
 	legacy bool
-	logger hclog.Logger
+	// quiesce gives every node a Quiescer of these timings.
+	quiesce *QuiescerConfig
+	logger  hclog.Logger
 }
 
 func testTimings() RaftConfig {
@@ -68,8 +81,7 @@ func newTestGroup(t testing.TB, n int, opts ...func(*tgroup)) *tgroup {
 		for _, nd := range g.nodes {
 			if nd.up {
 				nd.rep.Kill()
-				nd.mux.Close()
-				nd.up = false
+				nd.down()
 			}
 		}
 	})
@@ -98,13 +110,21 @@ func newTestGroup(t testing.TB, n int, opts ...func(*tgroup)) *tgroup {
 func (g *tgroup) startOn(nd *tnode, ln net.Listener) {
 	g.t.Helper()
 	nd.mux = NewMux(ln, nd.addr, WithDialer(g.net.Dialer(nd.addr)), WithMuxLogger(g.logger.Named(nd.name)))
+	if g.quiesce != nil {
+		qc := *g.quiesce
+		qc.Logger = g.logger.Named(nd.name)
+		var err error
+		if nd.q, err = NewQuiescer(nd.mux, qc); err != nil {
+			g.t.Fatal(err)
+		}
+	}
 	rep, err := Open(Config{
 		Group: testGroup, NodeID: nd.name, Dir: "/data/" + testGroup, FS: nd.fs, IndexDir: nd.idx,
-		Log: g.logCfg, Mux: nd.mux, Logger: g.logger.Named(nd.name), BootID: nd.boot, Raft: g.raftCfg,
+		Log: g.logCfg, Mux: nd.mux, Quiescer: nd.q, Logger: g.logger.Named(nd.name), BootID: nd.boot, Raft: g.raftCfg,
 		disableVoteGuard: g.noGuard, Gate: nd.gate, DenseOffsets: !g.legacy,
 	})
 	if err != nil {
-		nd.mux.Close()
+		nd.down()
 		g.t.Fatalf("open %s: %v", nd.name, err)
 	}
 	nd.rep, nd.up = rep, true
@@ -133,16 +153,17 @@ func (g *tgroup) stop(nd *tnode) {
 	if err := nd.rep.Close(); err != nil {
 		g.t.Fatalf("close %s: %v", nd.name, err)
 	}
-	nd.mux.Close()
-	nd.up = false
+	nd.down()
 }
 
 // kill stops a node as kill -9 would: the page cache (here, the MemFS
 // with its unsynced bytes) survives.
 func (g *tgroup) kill(nd *tnode) {
+	if nd.q != nil {
+		nd.q.Close() // first: a crash tells its peers nothing
+	}
 	nd.rep.Kill()
-	nd.mux.Close()
-	nd.up = false
+	nd.down()
 }
 
 // powerLoss kills a node and drops every byte it had not fsynced; it comes

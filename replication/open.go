@@ -47,6 +47,9 @@ func Open(cfg Config) (*Replica, error) {
 		return nil, err
 	}
 	fail := func(err error) (*Replica, error) {
+		if r.quiesce != nil {
+			r.quiesce.close(false)
+		}
 		r.log.Abort()
 		if r.store != nil {
 			r.store.close()
@@ -271,6 +274,18 @@ func (r *Replica) openTransport() error {
 	trans := newAppendTransport(raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: layer, MaxPool: 0, Timeout: netTimeout, Logger: r.logger.Named("raft-net"),
 	}), appendLayer, netTimeout, maxPool, 2, r.logger.Named("raft-append"))
+	if q := r.cfg.Quiescer; q != nil {
+		rc := r.cfg.Raft.withDefaults()
+		g, err := q.register(r.cfg.Group, r.serverID, raft.ReloadableConfig{
+			TrailingLogs: rc.TrailingLogs, SnapshotInterval: rc.SnapshotInterval, SnapshotThreshold: rc.SnapshotThreshold,
+			HeartbeatTimeout: rc.HeartbeatTimeout, ElectionTimeout: rc.ElectionTimeout,
+		}, r.logger.Named("quiesce"))
+		if err != nil {
+			trans.Close()
+			return err
+		}
+		r.quiesce, trans.quiesce = g, g
+	}
 	r.guard = newGuardTransport(trans, r.serverID, func() uint64 {
 		t, _ := r.stable.GetUint64([]byte(keyCurrentTerm))
 		return t
@@ -309,6 +324,11 @@ func (r *Replica) startRaft() error {
 		return err
 	}
 	r.raftp.Store(r.raft)
+	if r.quiesce != nil {
+		r.quiesce.raft.Store(r.raft)
+		r.wg.Add(1)
+		go r.watchState()
+	}
 	if r.ctl, err = newCtlServer(r); err != nil {
 		r.raft.Shutdown().Error()
 		return err

@@ -53,6 +53,7 @@ type Replica struct {
 	raft     *raft.Raft
 	serverID raft.ServerID
 	ctl      *ctlServer
+	quiesce  *groupQuiesce // nil unless the node quiesces idle groups
 
 	nonce     uint64
 	recovered atomic.Bool
@@ -210,6 +211,7 @@ func (r *Replica) Close() error {
 	r.closeOnce.Do(func() {
 		close(r.closed)
 		r.ctl.close()
+		r.leaveQuiescence()
 		err = r.raft.Shutdown().Error()
 		r.wg.Wait()
 		if e := r.log.Close(); err == nil {
@@ -233,6 +235,7 @@ func (r *Replica) Kill() {
 	r.closeOnce.Do(func() {
 		close(r.closed)
 		r.ctl.close()
+		r.leaveQuiescence()
 		r.raft.Shutdown().Error()
 		r.wg.Wait()
 		r.log.Abort()
@@ -400,6 +403,51 @@ func emptyControlBatches(p []byte) []byte {
 		return true
 	})
 	return out
+}
+
+// LastContact is when this replica last heard from its leader: Raft's
+// own time, or, while it follows quiesced, when the leader's node last
+// spoke on its link (a quiesced follower is sent nothing while that link
+// lives; see Quiescer).
+func (r *Replica) LastContact() time.Time {
+	last := r.raft.LastContact()
+	if r.quiesce != nil {
+		if t := r.quiesce.leaderHeard(); t.After(last) {
+			return t
+		}
+	}
+	return last
+}
+
+// leaveQuiescence tells the peers that this replica is going: those it
+// led wake, and its leader stops answering for it.
+func (r *Replica) leaveQuiescence() {
+	if r.quiesce != nil {
+		r.quiesce.close(r.raft.State() == raft.Leader)
+	}
+}
+
+// watchState tells quiescence each Raft state the replica enters.
+func (r *Replica) watchState() {
+	defer r.wg.Done()
+	ch := make(chan raft.Observation, 16)
+	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.RaftState)
+		return ok
+	})
+	r.raft.RegisterObserver(obs)
+	defer r.raft.DeregisterObserver(obs)
+	prev := r.raft.State()
+	for {
+		select {
+		case <-r.closed:
+			return
+		case o := <-ch:
+			st := o.Data.(raft.RaftState)
+			r.quiesce.stateChanged(prev, st)
+			prev = st
+		}
+	}
 }
 
 // watchLeadership keeps ready: a barrier after each election won.

@@ -45,7 +45,7 @@ var (
 	descGated         = partitionDesc("gated", "1 when the vote guard holds this replica back, else 0.")
 	descWriteStopped  = partitionDesc("write_stopped", "1 when a write error (a full disk, an I/O error) stopped the replica's log until it is reopened, else 0.")
 	descCommitLag     = partitionDesc("commit_lag", "Offsets of the local log not yet known committed: the log end minus the end of the entry at Raft's commit index (0 on an idle partition, whatever Raft entries it ends with).")
-	descLastContact   = partitionDesc("raft_last_contact_seconds", "Seconds since a follower last heard from its leader (0 on the leader; absent before any contact).")
+	descLastContact   = partitionDesc("raft_last_contact_seconds", "Seconds since a follower last heard from its leader, or, quiesced, from the leader's node (0 on the leader; absent before any contact).")
 	descRecDuration   = partitionDesc("recovery_duration_seconds", "Time the last open of the replica's log spent recovering it.")
 	descRecTruncated  = partitionDesc("recovery_truncated_bytes", "Bytes the last open of the replica's log cut off a torn or corrupt tail.")
 	descProducers     = partitionDesc("producer_ids", "Idempotent producers whose sequence state the replica holds.")
@@ -124,7 +124,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descCommitLag, float64(r.CommitLag()), lbl...)
 		if leader {
 			gauge(descLastContact, 0, lbl...)
-		} else if last := r.Raft().LastContact(); !last.IsZero() {
+		} else if last := r.LastContact(); !last.IsZero() {
 			gauge(descLastContact, time.Since(last).Seconds(), lbl...)
 		}
 		rec := l.Recovery()

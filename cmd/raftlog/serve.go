@@ -54,6 +54,7 @@ type serveFlags struct {
 	balanceGrace     time.Duration
 	deadNodeTimeout  time.Duration
 	pprof            bool
+	noQuiesce        bool
 	writeBehind      int64
 	offsetsRetention time.Duration
 	offsetsCheck     time.Duration
@@ -98,6 +99,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.writeBehind, "write-behind-bytes", log.DefaultWriteBehindBytes, "start the writeback of a partition log's new bytes to the device every this many bytes (sync_file_range), so the kernel writes the logs back in small steps instead of bursts that stall appends; makes nothing durable (negative: leave it to the kernel)")
 	fs.IntVar(&f.gcPercent, "gc-percent", node.DefaultGCPercent, "the Go collector's heap growth between collections, in percent of the live heap (GOGC, which applies when this flag is not given); above Go's 100 it trades memory for fewer collections, whose work takes CPU from the appends in flight (negative: none until the memory limit)")
 	fs.Int64Var(&f.memoryLimit, "memory-limit-bytes", 0, "soft limit of the Go heap: nearing it the collector runs as often as it must (GOMEMLIMIT, which applies when this flag is not given; 0: half the memory of the machine, or of the cgroup when lower; negative: none)")
+	fs.BoolVar(&f.noQuiesce, "no-quiesce", false, "keep every idle partition's Raft heartbeats going instead of quiescing it (one link per pair of nodes stands in for them by default)")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's profiles (net/http/pprof) under /debug/pprof/ on the HTTP listener")
 	fs.BoolVar(&f.acceptDataLoss, "accept-data-loss", false, "release the vote guard of this node's replicas: only when every replica of a group lost power and some are gone for good (writes acknowledged past the surviving logs may be lost)")
 }
@@ -205,8 +207,8 @@ func nodeConfig(f serveFlags, logger hclog.Logger, local bool) node.Config {
 			Logger: logger.With("node", strconv.Itoa(f.nodeID)), LocalGossip: local, AcceptDataLoss: f.acceptDataLoss,
 			ProducerIDExpiration: f.producerIDExpiry, MaxProducerIDs: f.maxProducerIDs,
 			LeaderBalanceInterval: f.balanceInterval, LeaderBalanceMoves: f.balanceMoves, LeaderBalanceGrace: f.balanceGrace,
-			DeadNodeTimeout: f.deadNodeTimeout,
-			LogConfig:       log.Config{WriteBehindBytes: f.writeBehind}, // 0 (flags built in code): the default
+			DeadNodeTimeout: f.deadNodeTimeout, NoQuiescence: f.noQuiesce,
+			LogConfig: log.Config{WriteBehindBytes: f.writeBehind}, // 0 (flags built in code): the default
 		},
 	}
 	return cfg

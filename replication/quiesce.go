@@ -1,0 +1,869 @@
+package replication
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// Quiescence: idle groups cost nothing per follower.
+//
+// An idle hashicorp/raft leader sends each follower an empty
+// AppendEntries every CommitTimeout and a heartbeat every tenth of the
+// HeartbeatTimeout, and each follower times out unless it hears them: the
+// cost of an idle cluster grows with partitions × followers. A Quiescer
+// (one per node) replaces those messages, for groups that are idle, with
+// one link per pair of nodes that carries a tick and what changed:
+//
+//   - A follower whose replica answered an empty append that left it
+//     caught up (its last entry is the leader's commit, and it took no
+//     entries for a while), while the link from the leader's node is
+//     alive, quiesces: it raises its Raft heartbeat and election timeouts
+//     out of reach (raft.ReloadConfig) and tells the leader's node
+//     "quiesced at (term, index)".
+//   - The leader's transport then answers, on the follower's behalf,
+//     exactly those requests that carry nothing new for it: heartbeats of
+//     that term and empty appends whose previous entry and commit are that
+//     index, while the follower's link is alive. An answer of this kind
+//     moves no match index (only entries do), so it cannot commit
+//     anything; it only keeps the leader's lease. Every other request goes
+//     to the follower as before.
+//   - The follower wakes (its timeouts back as configured, the leader told
+//     "woke") on the first request carrying anything new, when its Raft
+//     state changes, when the leader's node tells that it stopped leading
+//     the group, and when the link from the leader's node ends or stays
+//     silent for Dead (the node died, paused or was cut off). When the
+//     leader's node is gone, the followers of each group wake one after
+//     another in an order drawn from the group's name, so that the first
+//     wins the election unopposed and the groups' leadership spreads over
+//     the nodes left.
+//
+// Link protocol (frozen), on the mux stream named quiesceStream, one each
+// way per pair of nodes, the dialer sending and the acceptor reading:
+//
+//	hello:  8 bytes the sender's incarnation (random per Quiescer),
+//	        uvarint length of the sender's mux address, the address
+//	then messages: 1 byte kind
+//	  kindTick      nothing more: the sender is alive
+//	  kindFollower  uvarint group length, group, uvarint term, uvarint index:
+//	                the sender's replica follows the receiver quiesced
+//	  kindWoke      uvarint group length, group: it does not any more
+//	  kindLeaderWake uvarint group length, group: the sender's replica no
+//	                longer leads the group; its quiesced followers wake
+//
+// A receiver forgets everything a link told when it ends; a dialer starts
+// each link with what holds now.
+type Quiescer struct {
+	mux    *Mux
+	layer  raft.StreamLayer
+	logger hclog.Logger
+	tick   time.Duration
+	dead   time.Duration
+	inc    uint64
+
+	mu     sync.Mutex
+	out    map[raft.ServerAddress]*outLink
+	peers  map[raft.ServerAddress]*peerIn
+	groups map[string]*groupQuiesce
+	closed bool
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// QuiescerConfig configures a Quiescer; zero fields take defaults.
+type QuiescerConfig struct {
+	// Tick is how often a link carries a tick (default 250ms).
+	Tick time.Duration
+	// Dead is how long a silent link is taken for a dead node (default
+	// 2.5s): its quiesced groups wake.
+	Dead   time.Duration
+	Logger hclog.Logger
+}
+
+// quiesceStream names the links on the mux; no group is named with a
+// leading '/'.
+const quiesceStream = "/quiesce"
+
+// quiescedTimeout is the heartbeat and election timeout of a quiesced
+// follower: out of reach, since only a wake lowers it.
+const quiescedTimeout = time.Hour
+
+// quietLeaderTimeout is the heartbeat timeout of a leader whose
+// followers are all quiesced: its heartbeats, every tenth to fifth of it,
+// are answered here anyway; its lease is kept by the empty appends of
+// every CommitTimeout.
+const quietLeaderTimeout = 10 * time.Second
+
+// quiesceIdle is how long a follower must have taken no entries before it
+// quiesces, so that a group under load does not quiesce and wake between
+// its writes.
+const quiesceIdle = time.Second
+
+const (
+	kindTick byte = iota
+	kindFollower
+	kindWoke
+	kindLeaderWake
+)
+
+// NewQuiescer starts the node's quiescence links on m.
+func NewQuiescer(m *Mux, cfg QuiescerConfig) (*Quiescer, error) {
+	if cfg.Tick <= 0 {
+		cfg.Tick = 250 * time.Millisecond
+	}
+	if cfg.Dead <= 0 {
+		cfg.Dead = 2500 * time.Millisecond
+	}
+	if cfg.Dead < 2*cfg.Tick {
+		return nil, fmt.Errorf("replication: quiescence Dead %v under two ticks of %v", cfg.Dead, cfg.Tick)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	layer, err := m.Layer(quiesceStream)
+	if err != nil {
+		return nil, err
+	}
+	q := &Quiescer{
+		mux: m, layer: layer, logger: cfg.Logger, tick: cfg.Tick, dead: cfg.Dead, inc: rand.Uint64(),
+		out: map[raft.ServerAddress]*outLink{}, peers: map[raft.ServerAddress]*peerIn{},
+		groups: map[string]*groupQuiesce{}, stop: make(chan struct{}),
+	}
+	q.wg.Add(1)
+	go q.accept()
+	return q, nil
+}
+
+// Close ends every link; the groups still registered stay as they are.
+func (q *Quiescer) Close() error {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return nil
+	}
+	q.closed = true
+	close(q.stop)
+	var conns []net.Conn
+	for _, p := range q.peers {
+		conns = append(conns, p.conn)
+	}
+	q.mu.Unlock()
+	q.layer.Close()
+	for _, c := range conns {
+		c.Close()
+	}
+	q.wg.Wait()
+	return nil
+}
+
+// Quiesced is the number of this node's replicas that follow quiesced.
+func (q *Quiescer) Quiesced() int {
+	q.mu.Lock()
+	gs := make([]*groupQuiesce, 0, len(q.groups))
+	for _, g := range q.groups {
+		gs = append(gs, g)
+	}
+	q.mu.Unlock()
+	n := 0
+	for _, g := range gs {
+		g.mu.Lock()
+		if g.quiesced {
+			n++
+		}
+		g.mu.Unlock()
+	}
+	return n
+}
+
+// peerIn is what a peer's link told this node.
+type peerIn struct {
+	conn  net.Conn
+	inc   uint64
+	heard atomic.Int64 // unix nanos of the last message
+	mu    sync.Mutex
+	marks map[string]followMark // groups it follows quiesced under this node
+}
+
+type followMark struct{ term, index uint64 }
+
+func (p *peerIn) alive(dead time.Duration) bool {
+	return time.Since(time.Unix(0, p.heard.Load())) < dead
+}
+
+// quiesceEvent is one message for a link.
+type quiesceEvent struct {
+	kind        byte
+	group       string
+	term, index uint64
+}
+
+func (e quiesceEvent) append(b []byte) []byte {
+	b = append(b, e.kind)
+	if e.kind == kindTick {
+		return b
+	}
+	b = binary.AppendUvarint(b, uint64(len(e.group)))
+	b = append(b, e.group...)
+	if e.kind == kindFollower {
+		b = binary.AppendUvarint(b, e.term)
+		b = binary.AppendUvarint(b, e.index)
+	}
+	return b
+}
+
+// outLink is the link this node dials to a peer.
+type outLink struct {
+	addr  raft.ServerAddress
+	mu    sync.Mutex
+	queue []quiesceEvent
+	kick  chan struct{}
+}
+
+func (l *outLink) send(e quiesceEvent) {
+	l.mu.Lock()
+	l.queue = append(l.queue, e)
+	l.mu.Unlock()
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// link returns the link to addr, starting it if there is none.
+func (q *Quiescer) link(addr raft.ServerAddress) *outLink {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if l := q.out[addr]; l != nil || q.closed {
+		return l
+	}
+	l := &outLink{addr: addr, kick: make(chan struct{}, 1)}
+	q.out[addr] = l
+	q.wg.Add(1)
+	go q.runOut(l)
+	return l
+}
+
+// sendTo queues e for addr's link, starting it if need be.
+func (q *Quiescer) sendTo(addr raft.ServerAddress, e quiesceEvent) {
+	if l := q.link(addr); l != nil {
+		l.send(e)
+	}
+}
+
+// sendAll queues e for every link.
+func (q *Quiescer) sendAll(e quiesceEvent) {
+	q.mu.Lock()
+	ls := make([]*outLink, 0, len(q.out))
+	for _, l := range q.out {
+		ls = append(ls, l)
+	}
+	q.mu.Unlock()
+	for _, l := range ls {
+		l.send(e)
+	}
+}
+
+// runOut keeps the link to a peer up, redialing with a backoff, and
+// writes its hello, what holds now, then events and ticks.
+func (q *Quiescer) runOut(l *outLink) {
+	defer q.wg.Done()
+	backoff := q.tick
+	for {
+		select {
+		case <-q.stop:
+			return
+		default:
+		}
+		c, err := q.mux.Dial(quiesceStream, l.addr, q.dead)
+		if err == nil {
+			backoff = q.tick
+			err = q.writeLink(l, c)
+			c.Close()
+		}
+		if err != nil && !errors.Is(err, net.ErrClosed) {
+			q.logger.Debug("quiescence link failed", "peer", l.addr, "error", err)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-q.stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 4*q.dead)
+	}
+}
+
+func (q *Quiescer) writeLink(l *outLink, c net.Conn) error {
+	// What was queued before belongs to an earlier link, which the peer
+	// forgets: it learns what holds now instead.
+	l.mu.Lock()
+	l.queue = l.queue[:0]
+	l.mu.Unlock()
+	w := bufio.NewWriterSize(c, 4<<10)
+	b := binary.BigEndian.AppendUint64(nil, q.inc)
+	b = binary.AppendUvarint(b, uint64(len(q.mux.Addr())))
+	b = append(b, q.mux.Addr()...)
+	w.Write(b)
+	for _, e := range q.followerMarks(l.addr) {
+		b = e.append(b[:0])
+		w.Write(b)
+	}
+	tick := time.NewTicker(q.tick)
+	defer tick.Stop()
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		// Unblock a write to a peer that stopped reading.
+		select {
+		case <-q.stop:
+			c.Close()
+		case <-stopped:
+		}
+	}()
+	for {
+		l.mu.Lock()
+		evs := l.queue
+		l.queue = nil
+		l.mu.Unlock()
+		if len(evs) == 0 {
+			evs = append(evs, quiesceEvent{kind: kindTick})
+		}
+		for _, e := range evs {
+			b = e.append(b[:0])
+			w.Write(b)
+		}
+		c.SetWriteDeadline(time.Now().Add(q.dead))
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		select {
+		case <-q.stop:
+			return nil
+		case <-l.kick:
+		case <-tick.C:
+		}
+	}
+}
+
+// followerMarks are the kindFollower events of the groups that follow
+// leader quiesced now.
+func (q *Quiescer) followerMarks(leader raft.ServerAddress) []quiesceEvent {
+	var evs []quiesceEvent
+	for _, g := range q.registered() {
+		g.mu.Lock()
+		if g.quiesced && g.leader == leader {
+			evs = append(evs, quiesceEvent{kind: kindFollower, group: g.name, term: g.term, index: g.index})
+		}
+		g.mu.Unlock()
+	}
+	return evs
+}
+
+func (q *Quiescer) registered() []*groupQuiesce {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	gs := make([]*groupQuiesce, 0, len(q.groups))
+	for _, g := range q.groups {
+		gs = append(gs, g)
+	}
+	return gs
+}
+
+func (q *Quiescer) accept() {
+	defer q.wg.Done()
+	for {
+		c, err := q.layer.Accept()
+		if err != nil {
+			return
+		}
+		q.wg.Add(1)
+		go q.readLink(c)
+	}
+}
+
+// readLink reads a peer's link until it ends or falls silent for Dead,
+// then forgets what it told and wakes the groups quiesced under the peer.
+func (q *Quiescer) readLink(c net.Conn) {
+	defer q.wg.Done()
+	defer c.Close()
+	r := bufio.NewReaderSize(c, 4<<10)
+	c.SetReadDeadline(time.Now().Add(q.dead))
+	inc, addr, err := readHello(r)
+	if err != nil {
+		q.logger.Debug("quiescence link: bad hello", "error", err)
+		return
+	}
+	p := &peerIn{conn: c, inc: inc, marks: map[string]followMark{}}
+	p.heard.Store(time.Now().UnixNano())
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return
+	}
+	old := q.peers[addr]
+	q.peers[addr] = p
+	q.mu.Unlock()
+	if old != nil {
+		old.conn.Close()
+		q.peerGone(addr, "link replaced")
+	}
+	// Links come in pairs: the peer learns this node's liveness from the
+	// link back.
+	q.link(addr)
+	err = q.readEvents(r, c, p)
+	q.mu.Lock()
+	current := q.peers[addr] == p
+	if current {
+		delete(q.peers, addr)
+	}
+	closed := q.closed
+	q.mu.Unlock()
+	if current && !closed {
+		q.logger.Info("quiescence link from a peer ended: waking the groups it led", "peer", addr, "error", err)
+		q.peerGone(addr, "leader's node unreachable")
+	}
+}
+
+func readHello(r *bufio.Reader) (uint64, raft.ServerAddress, error) {
+	var inc [8]byte
+	if _, err := io.ReadFull(r, inc[:]); err != nil {
+		return 0, "", err
+	}
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		return 0, "", err
+	}
+	if n == 0 || n > 1024 {
+		return 0, "", fmt.Errorf("address of %d bytes", n)
+	}
+	addr := make([]byte, n)
+	if _, err := io.ReadFull(r, addr); err != nil {
+		return 0, "", err
+	}
+	return binary.BigEndian.Uint64(inc[:]), raft.ServerAddress(addr), nil
+}
+
+func (q *Quiescer) readEvents(r *bufio.Reader, c net.Conn, p *peerIn) error {
+	for {
+		c.SetReadDeadline(time.Now().Add(q.dead))
+		kind, err := r.ReadByte()
+		if err != nil {
+			return err
+		}
+		p.heard.Store(time.Now().UnixNano())
+		if kind == kindTick {
+			continue
+		}
+		if kind > kindLeaderWake {
+			return fmt.Errorf("quiescence link: unknown message kind %d", kind)
+		}
+		n, err := binary.ReadUvarint(r)
+		if err != nil {
+			return err
+		}
+		if n > maxGroupName {
+			return fmt.Errorf("quiescence link: group name of %d bytes", n)
+		}
+		name := make([]byte, n)
+		if _, err := io.ReadFull(r, name); err != nil {
+			return err
+		}
+		group := string(name)
+		switch kind {
+		case kindFollower:
+			term, err := binary.ReadUvarint(r)
+			if err != nil {
+				return err
+			}
+			index, err := binary.ReadUvarint(r)
+			if err != nil {
+				return err
+			}
+			p.mu.Lock()
+			p.marks[group] = followMark{term, index}
+			p.mu.Unlock()
+		case kindWoke:
+			p.mu.Lock()
+			delete(p.marks, group)
+			p.mu.Unlock()
+		case kindLeaderWake:
+			q.mu.Lock()
+			g := q.groups[group]
+			q.mu.Unlock()
+			if g != nil {
+				g.leaderWake(p, "the leader stopped leading")
+			}
+		}
+	}
+}
+
+// peerGone wakes the groups quiesced under the peer at addr.
+func (q *Quiescer) peerGone(addr raft.ServerAddress, why string) {
+	for _, g := range q.registered() {
+		g.mu.Lock()
+		under := g.quiesced && g.leader == addr
+		g.mu.Unlock()
+		if under {
+			// Each in its own goroutine: leaderGone asks Raft for the
+			// group's configuration.
+			go g.leaderGone(addr, why)
+		}
+	}
+}
+
+// peer is the live link from addr, or nil.
+func (q *Quiescer) peer(addr raft.ServerAddress) *peerIn {
+	q.mu.Lock()
+	p := q.peers[addr]
+	q.mu.Unlock()
+	if p == nil || !p.alive(q.dead) {
+		return nil
+	}
+	return p
+}
+
+// register makes a replica's group take part.
+func (q *Quiescer) register(name string, self raft.ServerID, awake raft.ReloadableConfig, logger hclog.Logger) (*groupQuiesce, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return nil, errors.New("replication: quiescer closed")
+	}
+	if q.groups[name] != nil {
+		return nil, fmt.Errorf("replication: group %q already takes part in quiescence", name)
+	}
+	g := &groupQuiesce{q: q, name: name, self: self, awake: awake, logger: logger, lastEntries: time.Now()}
+	q.groups[name] = g
+	return g, nil
+}
+
+// groupQuiesce is one replica's part in quiescence.
+type groupQuiesce struct {
+	q      *Quiescer
+	name   string
+	self   raft.ServerID
+	awake  raft.ReloadableConfig
+	logger hclog.Logger
+	raft   atomic.Pointer[raft.Raft]
+
+	mu          sync.Mutex
+	closed      bool
+	quiesced    bool
+	leader      raft.ServerAddress // quiesced under
+	leaderInc   uint64             // the incarnation of its node's link
+	term, index uint64
+	lastEntries time.Time
+	wakeGen     uint64 // a staggered wake still pending applies only if unchanged
+
+	// As a leader: the followers' requests of lterm, true for those
+	// answered here last; while every one was (leaderQuiet), the leader's
+	// own heartbeats, answered here too, go out seldom.
+	lterm       uint64
+	targets     map[raft.ServerAddress]bool
+	leaderQuiet bool
+
+	answered atomic.Uint64 // requests answered on a follower's behalf
+	servedN  atomic.Uint64 // requests this replica answered as a follower
+}
+
+// served is told, by the follower's append stream, each request the
+// replica answered and its answer: it quiesces the replica or wakes it.
+func (g *groupQuiesce) served(leader raft.ServerAddress, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse, heartbeat bool) {
+	g.servedN.Add(1)
+	if heartbeat || resp == nil {
+		return
+	}
+	now := time.Now()
+	caughtUp := len(req.Entries) == 0 && resp.Success && resp.Term == req.Term &&
+		req.LeaderCommitIndex == req.PrevLogEntry && resp.LastLog == req.PrevLogEntry
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return
+	}
+	if len(req.Entries) > 0 {
+		g.lastEntries = now
+	}
+	if g.quiesced {
+		switch {
+		case caughtUp && g.leader == leader && g.term == req.Term:
+			if g.index != req.PrevLogEntry {
+				g.index = req.PrevLogEntry
+				g.q.sendTo(leader, quiesceEvent{kind: kindFollower, group: g.name, term: g.term, index: g.index})
+			}
+		default:
+			g.wakeLocked("the leader sent something new", 0)
+		}
+		return
+	}
+	if !caughtUp || now.Sub(g.lastEntries) < quiesceIdle {
+		return
+	}
+	p := g.q.peer(leader)
+	if p == nil {
+		// Not without the link from the leader's node, which tells when
+		// it dies; asking for this node's link makes it dial back.
+		g.q.link(leader)
+		return
+	}
+	rf := g.raft.Load()
+	if rf == nil || rf.State() != raft.Follower {
+		return
+	}
+	if addr, _ := rf.LeaderWithID(); addr != leader {
+		return
+	}
+	if err := rf.ReloadConfig(g.reloadable(quiescedTimeout)); err != nil {
+		g.logger.Warn("quiescing failed", "error", err)
+		return
+	}
+	if rf.State() != raft.Follower {
+		// It changed meanwhile: its observer may have come before the
+		// timeouts were raised.
+		rf.ReloadConfig(g.awake)
+		return
+	}
+	g.quiesced, g.leader, g.leaderInc, g.term, g.index = true, leader, p.inc, req.Term, req.PrevLogEntry
+	g.wakeGen++
+	g.q.sendTo(leader, quiesceEvent{kind: kindFollower, group: g.name, term: g.term, index: g.index})
+}
+
+// wakeLocked lowers the replica's timeouts back, after delay.
+func (g *groupQuiesce) wakeLocked(why string, delay time.Duration) {
+	if !g.quiesced {
+		return
+	}
+	g.quiesced = false
+	g.wakeGen++
+	g.q.sendTo(g.leader, quiesceEvent{kind: kindWoke, group: g.name})
+	g.logger.Debug("waking", "reason", why, "delay", delay)
+	rf := g.raft.Load()
+	if rf == nil {
+		return
+	}
+	if delay <= 0 {
+		if err := rf.ReloadConfig(g.awake); err != nil {
+			g.logger.Warn("waking failed", "error", err)
+		}
+		return
+	}
+	gen := g.wakeGen
+	time.AfterFunc(delay, func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.closed || g.wakeGen != gen {
+			return
+		}
+		if err := rf.ReloadConfig(g.awake); err != nil {
+			g.logger.Warn("waking failed", "error", err)
+		}
+	})
+}
+
+// wake wakes the replica now.
+func (g *groupQuiesce) wake(why string) {
+	g.mu.Lock()
+	g.wakeLocked(why, 0)
+	g.mu.Unlock()
+}
+
+// leaderWake is a kindLeaderWake from the link p.
+func (g *groupQuiesce) leaderWake(p *peerIn, why string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.quiesced && g.leaderInc == p.inc {
+		g.wakeLocked(why, 0)
+	}
+}
+
+// leaderGone wakes the replica after its leader's node went: the
+// followers left wake one after another, in an order drawn from the
+// group's name, the first last, so that when the first campaigns the
+// others have forgotten the leader and grant their votes.
+func (g *groupQuiesce) leaderGone(leader raft.ServerAddress, why string) {
+	var delay time.Duration
+	if rf := g.raft.Load(); rf != nil {
+		if f := rf.GetConfiguration(); f.Error() == nil {
+			var ids []raft.ServerID
+			for _, s := range f.Configuration().Servers {
+				if s.Suffrage == raft.Voter && s.Address != leader {
+					ids = append(ids, s.ID)
+				}
+			}
+			rank := func(id raft.ServerID) uint64 {
+				h := fnv.New64a()
+				h.Write([]byte(g.name))
+				h.Write([]byte(id))
+				return h.Sum64()
+			}
+			slices.SortFunc(ids, func(a, b raft.ServerID) int {
+				ra, rb := rank(a), rank(b)
+				switch {
+				case ra < rb:
+					return -1
+				case ra > rb:
+					return 1
+				}
+				return 0
+			})
+			if len(ids) > 1 && ids[0] == g.self {
+				delay = g.awake.ElectionTimeout / 5
+			}
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.quiesced && g.leader == leader {
+		g.wakeLocked(why, delay)
+	}
+}
+
+// leaderHeard is when the link from the leader's node last spoke, while
+// the replica follows quiesced (zero otherwise).
+func (g *groupQuiesce) leaderHeard() time.Time {
+	g.mu.Lock()
+	quiesced, leader, inc := g.quiesced, g.leader, g.leaderInc
+	g.mu.Unlock()
+	if !quiesced {
+		return time.Time{}
+	}
+	p := g.q.peer(leader)
+	if p == nil || p.inc != inc {
+		return time.Time{}
+	}
+	return time.Unix(0, p.heard.Load())
+}
+
+// stateChanged is told each Raft state the replica enters.
+func (g *groupQuiesce) stateChanged(from, to raft.RaftState) {
+	if to != raft.Follower {
+		g.wake("raft state " + to.String())
+	}
+	if from == raft.Leader && to != raft.Leader {
+		g.mu.Lock()
+		if g.leaderQuiet {
+			g.leaderQuiet = false
+			if rf := g.raft.Load(); rf != nil {
+				rf.ReloadConfig(g.awake)
+			}
+		}
+		g.targets = nil
+		g.mu.Unlock()
+		g.q.sendAll(quiesceEvent{kind: kindLeaderWake, group: g.name})
+	}
+}
+
+// mayAnswer reports whether the leader's transport may answer req to the
+// follower at target on its behalf, and fills resp if so.
+func (g *groupQuiesce) mayAnswer(id raft.ServerID, target raft.ServerAddress, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) bool {
+	ok := g.answerable(id, target, req, resp)
+	g.noteLeading(req.Term, target, ok)
+	return ok
+}
+
+// noteLeading keeps the leader's own timeouts: raised while every
+// follower is answered for here, as configured otherwise.
+func (g *groupQuiesce) noteLeading(term uint64, target raft.ServerAddress, answered bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return
+	}
+	if g.lterm != term || g.targets == nil {
+		g.lterm, g.targets = term, map[raft.ServerAddress]bool{}
+		answered = answered && !g.leaderQuiet // a quiet leader of an earlier term wakes first
+	}
+	g.targets[target] = answered
+	if answered == g.leaderQuiet {
+		return
+	}
+	rf := g.raft.Load()
+	if rf == nil {
+		return
+	}
+	if !answered {
+		g.leaderQuiet = false
+		if err := rf.ReloadConfig(g.awake); err != nil {
+			g.logger.Warn("waking the leader failed", "error", err)
+		}
+		return
+	}
+	for _, a := range g.targets {
+		if !a {
+			return
+		}
+	}
+	if rf.State() != raft.Leader {
+		return
+	}
+	if err := rf.ReloadConfig(g.reloadable(quietLeaderTimeout)); err != nil {
+		g.logger.Warn("quieting the leader failed", "error", err)
+		return
+	}
+	g.leaderQuiet = true
+}
+
+// reloadable is the awake configuration with both timeouts at d.
+func (g *groupQuiesce) reloadable(d time.Duration) raft.ReloadableConfig {
+	rc := g.awake
+	rc.HeartbeatTimeout, rc.ElectionTimeout = d, d
+	return rc
+}
+
+func (g *groupQuiesce) answerable(id raft.ServerID, target raft.ServerAddress, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) bool {
+	if len(req.Entries) > 0 {
+		return false
+	}
+	p := g.q.peer(target)
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	m, ok := p.marks[g.name]
+	p.mu.Unlock()
+	if !ok || m.term != req.Term {
+		return false
+	}
+	heartbeat := req.PrevLogEntry == 0 && req.PrevLogTerm == 0 && req.LeaderCommitIndex == 0
+	if !heartbeat && (req.PrevLogEntry != m.index || req.LeaderCommitIndex != m.index) {
+		return false
+	}
+	*resp = raft.AppendEntriesResponse{
+		RPCHeader: raft.RPCHeader{ProtocolVersion: req.ProtocolVersion, ID: []byte(id), Addr: []byte(target)},
+		Term:      req.Term, LastLog: m.index, Success: true,
+	}
+	g.answered.Add(1)
+	return true
+}
+
+// close leaves quiescence: the replica is closing.
+func (g *groupQuiesce) close(leading bool) {
+	g.mu.Lock()
+	if g.quiesced {
+		g.q.sendTo(g.leader, quiesceEvent{kind: kindWoke, group: g.name})
+	}
+	g.closed, g.quiesced = true, false
+	g.mu.Unlock()
+	if leading {
+		g.q.sendAll(quiesceEvent{kind: kindLeaderWake, group: g.name})
+	}
+	g.q.mu.Lock()
+	if g.q.groups[g.name] == g {
+		delete(g.q.groups, g.name)
+	}
+	g.q.mu.Unlock()
+}

@@ -1,0 +1,128 @@
+package replication
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+func quiesceTimings(g *tgroup) {
+	g.quiesce = &QuiescerConfig{Tick: 50 * time.Millisecond, Dead: 600 * time.Millisecond}
+}
+
+// quiesced waits until every running follower of ld follows quiesced.
+func (g *tgroup) quiesced(ld *tnode) {
+	g.t.Helper()
+	for _, nd := range g.others(ld) {
+		if !nd.up {
+			continue
+		}
+		waitFor(g.t, nd.name+" to quiesce", 20*time.Second, func() bool { return nd.q.Quiesced() == 1 })
+	}
+	// The leader answers for them once it has heard.
+	n := ld.rep.quiesce.answered.Load()
+	waitFor(g.t, ld.name+" to answer for its followers", 20*time.Second, func() bool {
+		return ld.rep.quiesce.answered.Load() > n+10
+	})
+}
+
+// quiescedGroup starts a group of 3 with quiescence, writes 5 batches
+// and waits until its followers quiesce.
+func quiescedGroup(t *testing.T) (*tgroup, acked, *tnode) {
+	g := newTestGroup(t, 3, quiesceTimings)
+	a := acked{}
+	ld := g.leader()
+	g.produce(ld, a, 0, 5)
+	g.quiesced(ld)
+	return g, a, ld
+}
+
+func TestQuiescedGroupSendsNothingAndWakesOnWrite(t *testing.T) {
+	g, a, ld := quiescedGroup(t)
+
+	// While quiesced, the followers are sent nothing: the leader answers
+	// every heartbeat and empty append for them.
+	fs := g.others(ld)
+	before := []uint64{fs[0].rep.quiesce.servedN.Load(), fs[1].rep.quiesce.servedN.Load()}
+	n := ld.rep.quiesce.answered.Load()
+	waitFor(t, "100 answers on the followers' behalf", 20*time.Second, func() bool {
+		return ld.rep.quiesce.answered.Load() > n+100
+	})
+	for i, f := range fs {
+		if got := f.rep.quiesce.servedN.Load(); got != before[i] {
+			t.Fatalf("%s served %d requests while quiesced", f.name, got-before[i])
+		}
+	}
+	if ld.q.Quiesced() != 0 {
+		t.Fatalf("the leader counts itself quiesced")
+	}
+
+	// A write wakes the group, reaches everyone, and the group quiesces
+	// again.
+	g.produce(ld, a, 5, 5)
+	g.checkConverged(a)
+	g.quiesced(g.leader())
+}
+
+func TestQuiescedGroupElectsWhenTheLeaderCrashes(t *testing.T) {
+	g, a, ld := quiescedGroup(t)
+
+	start := time.Now()
+	g.kill(ld)
+	// The quiesced followers' timeouts are an hour: only the end of the
+	// leader node's link can elect a new leader.
+	nl := g.leader(g.others(ld)...)
+	t.Logf("%s leads %v after the crash", nl.name, time.Since(start))
+	g.produce(nl, a, 5, 5)
+	g.start(ld)
+	g.checkConverged(a)
+	g.quiesced(g.leader())
+}
+
+func TestQuiescedGroupElectsWhenTheLeaderFallsSilent(t *testing.T) {
+	g, a, ld := quiescedGroup(t)
+
+	// Writes from the leader's node take seconds: its links fall silent
+	// without ending, as a paused process's would.
+	for _, f := range g.others(ld) {
+		g.net.SetDelay(ld.addr, f.addr, 3*time.Second)
+	}
+	nl := g.leader(g.others(ld)...)
+	g.produce(nl, a, 5, 5)
+	g.net.Heal()
+	g.checkConverged(a)
+}
+
+func TestQuiescedLeaderCutOffAcknowledgesNothing(t *testing.T) {
+	g, a, ld := quiescedGroup(t)
+
+	g.net.Isolate(ld.addr, g.addrs())
+	// The old leader may still think it leads: it must not acknowledge.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	off, err := ld.rep.Append(ctx, testBatch(1000, 100), AcksAll)
+	cancel()
+	if err == nil {
+		t.Fatalf("a leader cut off from both followers acknowledged a write at offset %d", off)
+	}
+	nl := g.leader(g.others(ld)...)
+	g.produce(nl, a, 5, 5)
+	g.net.Heal()
+	g.checkConverged(a)
+	g.quiesced(g.leader())
+}
+
+func TestQuiescedFollowerRestarts(t *testing.T) {
+	g, a, ld := quiescedGroup(t)
+
+	f := g.others(ld)[0]
+	g.stop(f)
+	g.start(f)
+	// The restarted follower is not quiesced: the leader must send to it
+	// again, or it would time out and campaign.
+	g.produce(ld, a, 5, 5)
+	g.checkConverged(a)
+	if !ld.rep.IsLeader() {
+		t.Fatalf("%s lost the leadership over a follower's restart", ld.name)
+	}
+	g.quiesced(ld)
+}
