@@ -7,6 +7,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -359,6 +360,17 @@ func appendGroupName(dst []byte, topic string, p int32, id [16]byte) []byte {
 // partitionDir is a partition replica's directory, Kafka's <topic>-<partition>.
 func partitionDir(topic string, p int32) string { return fmt.Sprintf("%s-%d", topic, p) }
 
+// PartitionCommitTimeout is a partition group's Raft CommitTimeout when
+// Config.Raft leaves it unset: how long an idle leader waits before it
+// sends each follower an empty append, which carries the commit index and
+// keeps the leader's lease (answered locally while the group is
+// quiesced). Under load appends go out at once whatever it is; idle, it is
+// what a leader costs per follower, so it is ten times Raft's default
+// here (or a third of the lease, when that is shorter), and followers
+// learn a commit up to twice this late (no client reads from them). The controller's group keeps the default: every node
+// applies the metadata as soon as it is committed.
+const PartitionCommitTimeout = 200 * time.Millisecond
+
 // openReplica opens a local replica of group in dirName (under DataDir),
 // in the dense offset layout or the legacy one; gate, when not empty,
 // opens it gated by the vote guard for that reason (see
@@ -369,9 +381,16 @@ func (n *Node) openReplica(group, dirName string, lc log.Config, dense bool, gat
 	if n.cfg.FS != nil {
 		indexDir = filepath.Join(dir, "index") // mmapped: on the OS's file system
 	}
+	rc := n.cfg.Raft
+	if group != controllerGroup && rc.CommitTimeout == 0 {
+		// Within a third of the lease: a quiesced group's leader keeps its
+		// lease with these empty appends alone.
+		lease := cmp.Or(rc.LeaderLeaseTimeout, rc.HeartbeatTimeout, time.Second)
+		rc.CommitTimeout = min(PartitionCommitTimeout, lease/3)
+	}
 	r, err := replication.Open(replication.Config{IndexDir: indexDir,
 		Group: group, NodeID: strconv.Itoa(int(n.cfg.NodeID)), ServerID: serverID(n.cfg.NodeID, n.incarnation),
-		Dir: dir, Log: lc, DenseOffsets: dense, Mux: n.mux, Quiescer: n.quiescer, Logger: n.logger, BootID: n.cfg.BootID, Raft: n.cfg.Raft, FS: n.cfg.FS,
+		Dir: dir, Log: lc, DenseOffsets: dense, Mux: n.mux, Quiescer: n.quiescer, Logger: n.logger, BootID: n.cfg.BootID, Raft: rc, FS: n.cfg.FS,
 		ProducerIDExpiration: n.cfg.ProducerIDExpiration, MaxProducerIDs: n.cfg.MaxProducerIDs, Gate: gate,
 	})
 	if err == nil && n.cfg.AcceptDataLoss && r.Gated() {
@@ -579,19 +598,25 @@ const closeParallelism = 32
 // returns f's errors.
 func eachReplica(reps []*replication.Replica, f func(*replication.Replica) error) []error {
 	errs := make([]error, len(reps))
-	sem := make(chan struct{}, closeParallelism)
+	inParallel(len(reps), closeParallelism, func(i int) { errs[i] = f(reps[i]) })
+	return errs
+}
+
+// inParallel runs f(0) … f(n-1), at most limit at a time, and returns
+// when all have.
+func inParallel(n, limit int, f func(i int)) {
+	sem := make(chan struct{}, limit)
 	var wg sync.WaitGroup
-	for i, r := range reps {
+	for i := 0; i < n; i++ {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			errs[i] = f(r)
+			f(i)
 		}()
 	}
 	wg.Wait()
-	return errs
 }
 
 // Kill stops the node as a crash would (tests): no handoff, no fsync.

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -48,6 +49,7 @@ func (n *Node) reconcile() {
 	for _, b := range n.Brokers() {
 		brokers[b.NodeID] = b
 	}
+	n.openMissing()
 	want := map[string]bool{}
 	for _, t := range n.meta.Topics() {
 		for p, reps := range t.Partitions {
@@ -90,7 +92,13 @@ func (n *Node) reconcile() {
 				}
 				if err := r.Bootstrap(servers); err != nil {
 					n.logger.Warn("bootstrap partition", "group", g, "error", err)
+				} else {
+					r.Campaign() // failing, the group elects at its timeout
 				}
+			} else if reps[0] == n.cfg.NodeID && r.Term() <= 1 && r.Raft().State() == raft.Follower && r.LastContact().IsZero() {
+				// Bootstrapped here, and its campaign found the other
+				// replicas not open yet: again, now that they may be.
+				r.Campaign()
 			}
 			if r.IsLeader() {
 				if rs, moving := t.Reassigning[int32(p)]; moving {
@@ -115,6 +123,42 @@ func (n *Node) reconcile() {
 	for _, g := range drop {
 		n.dropReplica(g)
 	}
+}
+
+// openParallelism bounds the replicas a node opens at once: opening one
+// waits mostly on the disk (files created, preallocated and synced), so
+// a topic of thousands of partitions opened one after another took
+// minutes.
+const openParallelism = 16
+
+// openMissing opens, openParallelism at a time, the replicas assigned
+// here that are not open, so that reconcile finds them open.
+func (n *Node) openMissing() {
+	type part struct {
+		g string
+		t Topic
+		p int32
+	}
+	var missing []part
+	n.mu.Lock()
+	for _, t := range n.meta.Topics() {
+		for p, reps := range t.Partitions {
+			if !slices.Contains(reps, n.cfg.NodeID) {
+				continue
+			}
+			if g := groupName(t, int32(p)); n.replicas[g] == nil {
+				missing = append(missing, part{g, t, int32(p)})
+			}
+		}
+	}
+	n.mu.Unlock()
+	if len(missing) < 2 {
+		return // reconcile's own pass opens it
+	}
+	inParallel(len(missing), openParallelism, func(i int) {
+		m := missing[i]
+		n.ensureReplica(m.g, m.t, m.p)
+	})
 }
 
 // A replica whose log a write error stopped (a full disk, an I/O error)

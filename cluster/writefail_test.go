@@ -49,6 +49,12 @@ func TestReplicaReopensAfterWriteError(t *testing.T) {
 		add(fmt.Sprintf("before-%d", i))
 	}
 	n3 := c.Nodes[2]
+	// Ready first: its controller replica writes to the same full disk,
+	// so a registration not applied before would never be.
+	clustertest.WaitFor(t, "node 3 to be ready before its disk fills", 30*time.Second, func() bool {
+		ok, _ := n3.Ready()
+		return ok
+	})
 	full.Set(true)
 	for i := 0; i < 5; i++ {
 		add(fmt.Sprintf("full-%d", i))

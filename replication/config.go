@@ -74,7 +74,7 @@ type Config struct {
 type RaftConfig struct {
 	HeartbeatTimeout   time.Duration // default 1s
 	ElectionTimeout    time.Duration // default 1s
-	LeaderLeaseTimeout time.Duration // default 500ms
+	LeaderLeaseTimeout time.Duration // default HeartbeatTimeout
 	CommitTimeout      time.Duration // default 20ms
 	SnapshotInterval   time.Duration // default 30s
 	SnapshotThreshold  uint64        // default 8192 entries
@@ -90,7 +90,11 @@ func (c RaftConfig) withDefaults() RaftConfig {
 	}
 	def(&c.HeartbeatTimeout, time.Second)
 	def(&c.ElectionTimeout, time.Second)
-	def(&c.LeaderLeaseTimeout, 500*time.Millisecond)
+	// A lease as long as the heartbeat timeout: a quiesced group's leader
+	// keeps it with the empty appends of every CommitTimeout alone, and
+	// a shorter one stepped leaders down across a node starved of CPU
+	// for a few hundred milliseconds.
+	def(&c.LeaderLeaseTimeout, c.HeartbeatTimeout)
 	def(&c.CommitTimeout, 20*time.Millisecond)
 	def(&c.SnapshotInterval, 30*time.Second)
 	if c.SnapshotThreshold == 0 {

@@ -405,6 +405,25 @@ func emptyControlBatches(p []byte) []byte {
 	return out
 }
 
+// Campaign makes a follower start an election now rather than when its
+// heartbeat timeout runs out, if it has heard from no leader for that
+// long: a new group's preferred replica, just bootstrapped, leads at
+// once instead of after a second or two (when every replica waits out
+// its randomized timeout) and the group gets the leader placement asked
+// for. Raft offers no call for it; lowering the heartbeat timeout
+// (ReloadConfig) has the follower check its timer at once, so the
+// timeout is raised by a hair and set back.
+func (r *Replica) Campaign() error {
+	cur := r.raft.ReloadableConfig()
+	up := cur
+	up.HeartbeatTimeout += time.Millisecond
+	up.ElectionTimeout = max(up.ElectionTimeout, up.HeartbeatTimeout)
+	if err := r.raft.ReloadConfig(up); err != nil {
+		return err
+	}
+	return r.raft.ReloadConfig(cur)
+}
+
 // LastContact is when this replica last heard from its leader: Raft's
 // own time, or, while it follows quiesced, when the leader's node last
 // spoke on its link (a quiesced follower is sent nothing while that link

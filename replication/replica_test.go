@@ -730,3 +730,21 @@ func offsetsOf(a acked) []int64 {
 	slices.Sort(out)
 	return out
 }
+
+// TestCampaignElectsAtOnce: a bootstrapped replica that campaigns leads
+// long before any heartbeat timeout of the group could run out.
+func TestCampaignElectsAtOnce(t *testing.T) {
+	g := newTestGroup(t, 3, func(g *tgroup) {
+		g.raftCfg.HeartbeatTimeout, g.raftCfg.ElectionTimeout = time.Minute, time.Minute
+	})
+	if err := g.nodes[0].rep.Campaign(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "n0 to lead, well within the minute of its timeouts", 20*time.Second, func() bool {
+		return g.nodes[0].rep.IsLeader()
+	})
+	// Campaign leaves the timeouts as they were.
+	if rc := g.nodes[0].rep.Raft().ReloadableConfig(); rc.HeartbeatTimeout != time.Minute || rc.ElectionTimeout != time.Minute {
+		t.Fatalf("timeouts after the campaign: %v, %v", rc.HeartbeatTimeout, rc.ElectionTimeout)
+	}
+}

@@ -6,15 +6,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-	"github.com/prometheus/procfs"
-	"github.com/raftlog/raftlog/cmd/raftlog/internal/bench"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -22,32 +17,34 @@ import (
 )
 
 // `raftlog bench partitions` measures what partitions cost a cluster:
-// for each count, three nodes in this process (raftlog serve's timings,
-// no partition limit) get a topic of that many partitions of replication
-// factor 3, and the run times how long until every partition has a
-// leader, the process's CPU and resident memory while the cluster idles,
-// one acks=all record to every partition, after the node leading the
-// most partitions is killed as a crash would, how long until every
-// partition it led has a new leader that takes an acks=all record, and
-// how long the two left take to close.
+// for each count, three `raftlog serve` processes (no partition limit)
+// get a topic of that many partitions of replication factor 3, and the
+// run times how long until every partition has a leader, the processes'
+// CPU and resident memory while the cluster idles, one acks=all record to
+// every partition, after the node leading the most partitions is killed
+// with SIGKILL, how long until every partition it led has a new leader
+// that takes an acks=all record, and how long the two left take to stop
+// on SIGTERM.
 
 // partitionsRow is one count's measurements.
 type partitionsRow struct {
-	partitions int
-	led        time.Duration // CreateTopics sent → every partition led
-	idleCores  float64       // CPU time / wall time while idle
-	rss        uint64        // resident bytes after the idle stretch
-	produce    time.Duration // one record to every partition
-	killedLed  int           // partitions the killed node led
-	failover   time.Duration // kill → each of those led again and written
-	close      time.Duration // closing the surviving nodes
+	partitions  int
+	led         time.Duration // CreateTopics sent → every partition led
+	idleCores   float64       // CPU time / wall time while idle
+	rss         uint64        // resident bytes of the nodes after the idle stretch
+	rssMax      uint64        // of the largest
+	produce     time.Duration // one record to every partition
+	killedLed   int           // partitions the killed node led
+	failover    time.Duration // kill → each of those led again and written
+	failoverLed time.Duration // kill → each of those led again
+	close       time.Duration // closing the surviving nodes
 }
 
 func runBenchPartitions(args []string, stdout, stderr io.Writer) int {
-	c := newCommand("bench partitions", "", `For each count, start 3 nodes in this process, create a topic of that
+	c := newCommand("bench partitions", "", `For each count, start 3 raftlog serve processes, create a topic of that
 many partitions (replication factor 3) and measure: until every partition
-has a leader, the idle process's CPU and resident memory, one acks=all
-record to every partition, and after a crash of the node leading the
+has a leader, the idle nodes' CPU and resident memory, one acks=all
+record to every partition, and after a SIGKILL of the node leading the
 most, until every partition it led is led again and takes a write.
 Prints a Markdown table (docs/performance.md).`)
 	counts := c.String("counts", "300,1000", "partition counts, comma-separated")
@@ -56,7 +53,8 @@ Prints a Markdown table (docs/performance.md).`)
 	timeout := c.Duration("timeout", 15*time.Minute, "give up on a count after this long")
 	dir := c.String("dir", "", "directory for the clusters' files (default: a new temporary directory, removed at the end)")
 	level := c.String("log-level", "off", "log level of the raftlog nodes")
-	profiles := c.String("profile-dir", "", "write a CPU profile of each count's idle stretch and a heap profile at its end to this directory (idle-N.cpu.pprof, idle-N.heap.pprof)")
+	profiles := c.String("profile-dir", "", "write a CPU profile of node 1's idle stretch and a heap profile at its end to this directory (idle-N.cpu.pprof, idle-N.heap.pprof)")
+	bin := c.String("bin", "", "the raftlog binary the nodes run (default: this one)")
 	pos, code, ok := c.parse(args, stdout, stderr)
 	if !ok {
 		return code
@@ -75,19 +73,25 @@ Prints a Markdown table (docs/performance.md).`)
 	if *idle <= 0 || *idle > time.Hour || *settle < 0 || *settle > time.Hour || *timeout <= 0 {
 		return c.fail(stderr, "--idle must be in (0, 1h], --settle in [0, 1h], --timeout positive")
 	}
+	if *bin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return c.fail(stderr, "the binary to run: %v", err)
+		}
+		*bin = exe
+	}
 	env, code, ok := newBenchEnv(c, stderr, *level, *dir, "raftlog-bench-partitions-")
 	if !ok {
 		return code
 	}
 	defer env.close()
-	ctx, base, logger := env.ctx, env.dir, env.logger
+	ctx, base := env.ctx, env.dir
+	nodeArgs := []string{"--max-partitions-per-node", "-1", "--max-partitions", "-1", "--log-level", *level, "--pprof"}
 	writePartitionsHeader(stdout)
 	for _, n := range ns {
 		fmt.Fprintf(stderr, "%d partitions...\n", n)
 		cctx, ccancel := context.WithTimeout(ctx, *timeout)
-		row, err := benchPartitions(cctx, n, filepath.Join(base, fmt.Sprintf("p%d", n)), *idle, *settle, *profiles, func(f *serveFlags) {
-			f.maxPartsPerNode, f.maxPartitions = -1, -1
-		}, logger)
+		row, err := benchPartitions(cctx, *bin, nodeArgs, n, filepath.Join(base, fmt.Sprintf("p%d", n)), *idle, *settle, *profiles)
 		ccancel()
 		if err != nil {
 			return c.fail(stderr, "%d partitions: %v", n, err)
@@ -98,19 +102,25 @@ Prints a Markdown table (docs/performance.md).`)
 }
 
 // benchPartitions measures one count on a new 3-node cluster.
-func benchPartitions(ctx context.Context, n int, dir string, idle, settle time.Duration, profiles string, adjust func(*serveFlags), logger hclog.Logger) (partitionsRow, error) {
+func benchPartitions(ctx context.Context, bin string, nodeArgs []string, n int, dir string, idle, settle time.Duration, profiles string) (partitionsRow, error) {
 	row := partitionsRow{partitions: n}
-	nodes, boot, stop, err := startBenchNodes(ctx, 3, dir, logger, false, adjust)
+	if err := os.RemoveAll(dir); err != nil { // left by an earlier run with the same --dir
+		return row, err
+	}
+	nodes, err := startBenchProcs(ctx, bin, 3, dir, nodeArgs)
 	if err != nil {
 		return row, err
 	}
-	stopped := false
 	defer func() {
-		if !stopped {
-			stop()
+		for _, p := range nodes {
+			p.kill()
 		}
 	}()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(boot...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var boot []string
+	for _, p := range nodes {
+		boot = append(boot, p.kafka)
+	}
+	cl, err := kgo.NewClient(benchClientOpts(boot)...)
 	if err != nil {
 		return row, err
 	}
@@ -140,26 +150,29 @@ func benchPartitions(ctx context.Context, n int, dir string, idle, settle time.D
 	if err := sleepCtx(ctx, settle); err != nil {
 		return row, err
 	}
-	cpuPath, heapPath := "", ""
+	profiled := make(chan error, 1)
 	if profiles != "" {
-		cpuPath = filepath.Join(profiles, fmt.Sprintf("idle-%d.cpu.pprof", n))
-		heapPath = filepath.Join(profiles, fmt.Sprintf("idle-%d.heap.pprof", n))
+		go func() {
+			profiled <- fetchTo(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", nodes[0].http, max(1, int(idle.Seconds()))),
+				filepath.Join(profiles, fmt.Sprintf("idle-%d.cpu.pprof", n)))
+		}()
 	}
-	stopProfile, err := startProfile(cpuPath)
-	if err != nil {
-		return row, err
-	}
-	before, t0 := bench.SnapshotProcess(), time.Now()
+	before, t0 := procsCPU(nodes), time.Now()
 	if err := sleepCtx(ctx, idle); err != nil {
-		stopProfile()
 		return row, err
 	}
-	row.idleCores = float64(bench.SnapshotProcess().Sub(before).CPU) / float64(time.Since(t0))
-	row.rss = residentBytes()
-	stopProfile()
-	if heapPath != "" {
-		if err := writeHeapProfile(heapPath); err != nil {
-			return row, err
+	row.idleCores = (procsCPU(nodes) - before) / time.Since(t0).Seconds()
+	for _, p := range nodes {
+		r := p.resident()
+		row.rss += r
+		row.rssMax = max(row.rssMax, r)
+	}
+	if profiles != "" {
+		if err := <-profiled; err != nil {
+			return row, fmt.Errorf("CPU profile: %w", err)
+		}
+		if err := fetchTo(ctx, fmt.Sprintf("http://%s/debug/pprof/heap?gc=1", nodes[0].http), filepath.Join(profiles, fmt.Sprintf("idle-%d.heap.pprof", n))); err != nil {
+			return row, fmt.Errorf("heap profile: %w", err)
 		}
 	}
 
@@ -186,15 +199,17 @@ func benchPartitions(ctx context.Context, n int, dir string, idle, settle time.D
 	}
 	row.killedLed = len(led[victim])
 	var rest []string
-	for i, nd := range nodes {
-		if nd.ID() == victim {
+	var left []*benchProc
+	for _, p := range nodes {
+		if int32(p.id) == victim {
 			start = time.Now()
-			nd.Kill()
+			p.kill()
 		} else {
-			rest = append(rest, boot[i])
+			rest = append(rest, p.kafka)
+			left = append(left, p)
 		}
 	}
-	survivors, err := kgo.NewClient(kgo.SeedBrokers(rest...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	survivors, err := kgo.NewClient(benchClientOpts(rest)...)
 	if err != nil {
 		return row, err
 	}
@@ -202,6 +217,7 @@ func benchPartitions(ctx context.Context, n int, dir string, idle, settle time.D
 	if _, err := awaitAllLed(ctx, kadm.NewClient(survivors), topic, n, victim); err != nil {
 		return row, err
 	}
+	row.failoverLed = time.Since(start)
 	if err := produceOneEach(ctx, survivors, topic, led[victim]); err != nil {
 		return row, err
 	}
@@ -209,10 +225,21 @@ func benchPartitions(ctx context.Context, n int, dir string, idle, settle time.D
 	survivors.Close()
 	cl.Close()
 	start = time.Now()
-	stopped = true
-	stop()
+	for _, p := range left {
+		if err := p.stop(30 * time.Second); err != nil {
+			return row, err
+		}
+	}
 	row.close = time.Since(start)
 	return row, nil
+}
+
+// benchClientOpts are the options of the bench's clients: their metadata
+// may be as young as 50 ms, where kgo caches it for 5 s by default (the
+// metadata requests of kadm too), which would have every figure measure
+// that cache.
+func benchClientOpts(seeds []string) []kgo.Opt {
+	return []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(50 * time.Millisecond)}
 }
 
 // awaitAllLed polls the metadata until every partition of topic has a
@@ -266,42 +293,14 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// residentBytes is this process's resident set (0 where /proc has none).
-func residentBytes() uint64 {
-	p, err := procfs.Self()
-	if err != nil {
-		return 0
-	}
-	st, err := p.Stat()
-	if err != nil {
-		return 0
-	}
-	return uint64(st.ResidentMemory())
-}
-
 // writePartitionsHeader and writePartitionsRow print the table a row at
 // a time, so that the counts measured are shown when a later one fails.
 func writePartitionsHeader(w io.Writer) {
-	fmt.Fprintln(w, "| partitions (RF 3) | until every partition has a leader | idle CPU of the 3 nodes | resident memory of the 3 nodes | one acks=all record to every partition | crash of the node leading the most: until each partition it led is led again and written | closing the 2 left |")
+	fmt.Fprintln(w, "| partitions (RF 3) | until every partition has a leader | idle CPU of the 3 nodes | resident memory of the 3 nodes (the largest) | one acks=all record to every partition | SIGKILL of the node leading the most: until each partition it led is led again, and written | closing the 2 left |")
 	fmt.Fprintln(w, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 }
 
 func writePartitionsRow(w io.Writer, r partitionsRow) {
-	fmt.Fprintf(w, "| %d | %.2f s | %.2f cores | %.2f GiB | %.2f s | %.2f s (%d leaders) | %.2f s |\n",
-		r.partitions, r.led.Seconds(), r.idleCores, float64(r.rss)/(1<<30), r.produce.Seconds(), r.failover.Seconds(), r.killedLed, r.close.Seconds())
-}
-
-// writeHeapProfile writes the heap's live objects, as of the last
-// collection, to path.
-func writeHeapProfile(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	runtime.GC()
-	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	fmt.Fprintf(w, "| %d | %.2f s | %.2f cores | %.2f GiB (%.2f) | %.2f s | %.2f s, %.2f s (%d leaders) | %.2f s |\n",
+		r.partitions, r.led.Seconds(), r.idleCores, float64(r.rss)/(1<<30), float64(r.rssMax)/(1<<30), r.produce.Seconds(), r.failoverLed.Seconds(), r.failover.Seconds(), r.killedLed, r.close.Seconds())
 }

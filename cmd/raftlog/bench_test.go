@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -98,21 +101,34 @@ func TestBenchFlags(t *testing.T) {
 // and checks that its row adds up (not how fast anything is): the crashed
 // node led some partitions, and every figure is there.
 func TestBenchPartitions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "raftlog")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	prof := t.TempDir()
 	var out, errb bytes.Buffer
-	if code := run([]string{"bench", "partitions", "--counts", "6", "--idle", "300ms", "--settle", "0s", "--dir", t.TempDir()}, &out, &errb); code != 0 {
+	if code := run([]string{"bench", "partitions", "--bin", bin, "--counts", "6", "--idle", "1s", "--settle", "0s", "--dir", t.TempDir(), "--profile-dir", prof}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 3 || !strings.HasPrefix(lines[2], "| 6 | ") {
 		t.Fatalf("table:\n%s", out.String())
 	}
-	var led, cores, gib, produce, failover, closing float64
+	var led, cores, gib, largest, produce, failoverLed, failover, closing float64
 	var killed int
-	if _, err := fmt.Sscanf(lines[2], "| 6 | %f s | %f cores | %f GiB | %f s | %f s (%d leaders) | %f s |", &led, &cores, &gib, &produce, &failover, &killed, &closing); err != nil {
+	if _, err := fmt.Sscanf(lines[2], "| 6 | %f s | %f cores | %f GiB (%f) | %f s | %f s, %f s (%d leaders) | %f s |", &led, &cores, &gib, &largest, &produce, &failoverLed, &failover, &killed, &closing); err != nil {
 		t.Fatalf("row %q: %v", lines[2], err)
 	}
-	if led <= 0 || cores <= 0 || gib <= 0 || produce <= 0 || failover <= 0 || killed < 1 || killed > 6 || closing <= 0 {
+	if led <= 0 || cores <= 0 || gib <= 0 || largest <= 0 || largest > gib || produce <= 0 || failoverLed <= 0 || failoverLed > failover || failover <= 0 || killed < 1 || killed > 6 || closing <= 0 {
 		t.Fatalf("row %q does not add up", lines[2])
+	}
+	for _, f := range []string{"idle-6.cpu.pprof", "idle-6.heap.pprof"} {
+		if st, err := os.Stat(filepath.Join(prof, f)); err != nil || st.Size() == 0 {
+			t.Fatalf("profile %s: %v", f, err)
+		}
 	}
 }
 
