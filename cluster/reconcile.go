@@ -327,6 +327,8 @@ func (n *Node) leaderLoop() {
 	defer n.wg.Done()
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
+	var groups []string
+	var reps []*replication.Replica
 	for {
 		select {
 		case <-n.stop:
@@ -337,14 +339,14 @@ func (n *Node) leaderLoop() {
 			n.announce(controllerGroup, int32(n.ctl.r.Term()))
 		}
 		n.mu.Lock()
-		reps := make(map[string]*replication.Replica, len(n.replicas))
+		groups, reps = groups[:0], reps[:0]
 		for g, r := range n.replicas {
-			reps[g] = r
+			groups, reps = append(groups, g), append(reps, r)
 		}
 		n.mu.Unlock()
-		for g, r := range reps {
+		for i, r := range reps {
 			if r.IsLeader() {
-				n.announce(g, int32(r.Term()))
+				n.announce(groups[i], int32(r.Term()))
 			}
 		}
 	}

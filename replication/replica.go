@@ -112,6 +112,9 @@ func (r *Replica) Leader() (raft.ServerID, raft.ServerAddress) {
 
 // Term is the current Raft term (the partition leader epoch).
 func (r *Replica) Term() uint64 {
+	if rf := r.raftp.Load(); rf != nil {
+		return rf.CurrentTerm() // what Raft stored, without reading the store
+	}
 	t, _ := r.stable.GetUint64([]byte(keyCurrentTerm))
 	return t
 }
@@ -224,10 +227,16 @@ func (r *Replica) Close() error {
 	return err
 }
 
-// WriteError is the write error that stopped the replica's log (a full
-// disk, an I/O error), nil while it writes. The replica then stores
-// nothing more until it is closed and opened again (cluster reopens it).
-func (r *Replica) WriteError() error { return r.log.Err() }
+// WriteError is the write error that stopped the replica's log or the
+// files kept beside it (a full disk, an I/O error), nil while it writes.
+// The replica then stores nothing more until it is closed and opened
+// again (cluster reopens it).
+func (r *Replica) WriteError() error {
+	if err := r.log.Err(); err != nil {
+		return err
+	}
+	return r.store.writeErr()
+}
 
 // Kill stops the replica as a crash would: no fsync, no clean marker.
 // Tests use it before dropping unsynced bytes to simulate power loss.

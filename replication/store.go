@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlog/raftlog/log"
@@ -41,6 +42,7 @@ type logStore struct {
 	// in ents. Nil in the legacy layout, where every entry is a batch of
 	// the log and Raft's own take an offset each as control batches.
 	side *entryFile
+	werr atomic.Pointer[error] // see failed
 
 	mu    sync.RWMutex
 	first uint64     // Raft index of ents[0]; meaningful when len(ents) > 0
@@ -286,6 +288,21 @@ func (s *logStore) merge(a anchor) error {
 	return nil
 }
 
+// failed records a write of the store's own files (the anchor, the
+// entries file) that failed: as a failed write of the log, it stops the
+// replica until it is reopened (writeErr).
+func (s *logStore) failed(err error) {
+	s.werr.CompareAndSwap(nil, &err)
+}
+
+// writeErr is the first write of the store's own files that failed.
+func (s *logStore) writeErr() error {
+	if p := s.werr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // close closes the entries file.
 func (s *logStore) close() error {
 	if s.side == nil {
@@ -401,6 +418,9 @@ func (s *logStore) StoreLogs(logs []*raft.Log) (err error) {
 	if len(logs) == 0 {
 		return nil
 	}
+	if err := s.writeErr(); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	held := len(s.ents)
@@ -481,12 +501,14 @@ func (s *logStore) StoreLogs(logs []*raft.Log) (err error) {
 	if held == 0 {
 		// A new run of entries: anchor it first.
 		if err := s.writeAnchor(anchor{index: logs[0].Index, offset: s.log.EndOffset()}); err != nil {
+			s.failed(err)
 			return err
 		}
 		s.first = logs[0].Index
 	}
 	if len(s.sides) > 0 {
 		if err := s.side.append(s.sides); err != nil {
+			s.failed(err)
 			return span(err)
 		}
 	}

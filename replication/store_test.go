@@ -717,3 +717,32 @@ func TestStoreLayoutIsKept(t *testing.T) {
 		})
 	}
 }
+
+// TestStoreStopsOnItsOwnWriteFailure: a write of the store's own files
+// (here the anchor of a new run of entries, on a full disk) stops the
+// store as a failed log write stops the log: it stores nothing more, and
+// the replica reports the error so that the node reopens it.
+func TestStoreStopsOnItsOwnWriteFailure(t *testing.T) {
+	fs := vfs.NewMem()
+	l, err := log.Open("/r/log", log.WithFS(fs), log.WithIndexDir(t.TempDir()), log.WithConfig(log.Config{SegmentBytes: 1024, SegmentIndexBytes: 4096}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	disk := &errorfs.DiskFull{}
+	s, _, err := openLogStore(l, errorfs.Wrap(fs, disk), "/r", nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk.Set(true)
+	if err := s.StoreLogs(raftEntries(1, 4, 1)); !errors.Is(err, errorfs.ErrNoSpace) {
+		t.Fatalf("store on a full disk: %v", err)
+	}
+	if !errors.Is(s.writeErr(), errorfs.ErrNoSpace) {
+		t.Fatalf("write error after the failure: %v", s.writeErr())
+	}
+	disk.Set(false)
+	if err := s.StoreLogs(raftEntries(1, 4, 1)); err == nil {
+		t.Fatal("the store took entries after a failed write, before a reopen")
+	}
+}
