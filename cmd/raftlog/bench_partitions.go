@@ -24,7 +24,8 @@ import (
 // every partition, after the node leading the most partitions is killed
 // with SIGKILL, how long until every partition it led has a new leader
 // that takes an acks=all record, and how long the two left take to stop
-// on SIGTERM.
+// on SIGTERM. The crash comes after the idle stretch and the records,
+// once the cluster is idle again.
 
 // partitionsRow is one count's measurements.
 type partitionsRow struct {
@@ -186,7 +187,12 @@ func benchPartitions(ctx context.Context, bin string, nodeArgs []string, n int, 
 	}
 	row.produce = time.Since(start)
 
-	// Crash the node leading the most partitions.
+	// Crash the node leading the most partitions, once the cluster is
+	// idle again (its groups quiesced, unless --no-quiesce), as a node of
+	// an idle cluster dies.
+	if err := sleepCtx(ctx, settle); err != nil {
+		return row, err
+	}
 	led := map[int32][]int32{}
 	for p, ld := range leaders {
 		led[ld] = append(led[ld], int32(p))
