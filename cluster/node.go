@@ -338,6 +338,15 @@ func (n *Node) ControllerLog() (start, end int64) {
 	return l.StartOffset(), l.EndOffset()
 }
 
+// QuiescedReplicas is the number of local replicas that follow quiesced
+// (see replication.Quiescer; 0 with NoQuiescence).
+func (n *Node) QuiescedReplicas() int {
+	if n.quiescer == nil {
+		return 0
+	}
+	return n.quiescer.Quiesced()
+}
+
 // Mux is the node-wide Raft transport.
 func (n *Node) Mux() *replication.Mux { return n.mux }
 

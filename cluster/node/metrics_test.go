@@ -34,7 +34,7 @@ func checkClusterMetrics(all []map[string]*dto.MetricFamily, topic string, parti
 		"raftlog_node_under_replicated_partitions", "raftlog_node_gated_replicas", "raftlog_node_controller_leader",
 		"raftlog_node_live_brokers", "raftlog_node_offset_groups",
 		"raftlog_node_controller_log_start_offset", "raftlog_node_controller_log_end_offset",
-		"raftlog_node_raft_direct_connections",
+		"raftlog_node_raft_direct_connections", "raftlog_node_quiesced_replicas",
 		// The standard collectors.
 		"go_goroutines", "go_memstats_heap_alloc_bytes", "process_cpu_seconds_total", "process_resident_memory_bytes",
 		"process_open_fds",

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -56,6 +57,7 @@ Prints a Markdown table (docs/performance.md).`)
 	level := c.String("log-level", "off", "log level of the raftlog nodes")
 	profiles := c.String("profile-dir", "", "write a CPU profile of node 1's idle stretch and a heap profile at its end to this directory (idle-N.cpu.pprof, idle-N.heap.pprof)")
 	bin := c.String("bin", "", "the raftlog binary the nodes run (default: this one)")
+	saturate := c.Bool("saturate", false, "keep every CPU busy from this process (a spinning goroutine per CPU) while each count runs, as other work on the machine would")
 	pos, code, ok := c.parse(args, stdout, stderr)
 	if !ok {
 		return code
@@ -92,6 +94,9 @@ Prints a Markdown table (docs/performance.md).`)
 	for _, n := range ns {
 		fmt.Fprintf(stderr, "%d partitions...\n", n)
 		cctx, ccancel := context.WithTimeout(ctx, *timeout)
+		if *saturate {
+			spin(cctx, runtime.NumCPU())
+		}
 		row, err := benchPartitions(cctx, *bin, nodeArgs, n, filepath.Join(base, fmt.Sprintf("p%d", n)), *idle, *settle, *profiles)
 		ccancel()
 		if err != nil {
@@ -238,6 +243,20 @@ func benchPartitions(ctx context.Context, bin string, nodeArgs []string, n int, 
 	}
 	row.close = time.Since(start)
 	return row, nil
+}
+
+// spin keeps n goroutines busy until ctx ends.
+func spin(ctx context.Context, n int) {
+	for i := 0; i < n; i++ {
+		go func() {
+			for x := uint64(1); ctx.Err() == nil; x++ {
+				for j := 0; j < 1<<16; j++ {
+					x = x*6364136223846793005 + 1442695040888963407
+				}
+				_ = x
+			}
+		}()
+	}
 }
 
 // benchClientOpts are the options of the bench's clients: their metadata
