@@ -24,7 +24,7 @@ const benchUsage = `usage:
                         [--compression none] [--json] [--timeout 30s]
   raftlog bench consume [--bootstrap ADDRS] [--topic bench] [--from start|end] [--duration 10s] [--records N] [--json] [--timeout 30s]
   raftlog bench compare [--rounds 3] [--duration 3s] [--out docs] [--cpuprofile FILE]   (see docs/performance.md)
-  raftlog bench partitions [--counts 300,1000] [--idle 10s]   (the cost of partitions; docs/performance.md)
+  raftlog bench partitions [--counts 1000,3000] [--idle 10s]   (the cost of partitions; docs/performance.md)
 Run 'raftlog bench produce -h' (or consume, compare, partitions) for every flag of each.
 `
 

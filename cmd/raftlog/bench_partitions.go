@@ -49,7 +49,7 @@ has a leader, the idle nodes' CPU and resident memory, one acks=all
 record to every partition, and after a SIGKILL of the node leading the
 most, until every partition it led is led again and takes a write.
 Prints a Markdown table (docs/performance.md).`)
-	counts := c.String("counts", "300,1000", "partition counts, comma-separated")
+	counts := c.String("counts", "1000,3000", "partition counts, comma-separated")
 	idle := c.Duration("idle", 10*time.Second, "how long the idle cluster's CPU is measured")
 	settle := c.Duration("settle", 5*time.Second, "unmeasured wait between every partition having a leader and the idle measurement")
 	timeout := c.Duration("timeout", 15*time.Minute, "give up on a count after this long")

@@ -26,7 +26,7 @@ Usage:
                                load a cluster for a bounded time and print records/s, MB/s, latency quantiles and errors
   raftlog bench compare [--rounds 3] [--duration 3s] [--out docs]
                                raftlog beside a raw write and kfake on this machine (docs/performance.md)
-  raftlog bench partitions [--counts 300,1000]
+  raftlog bench partitions [--counts 1000,3000]
                                what partitions cost a 3-node cluster: leaders, idle CPU, memory, failover
   raftlog health [--url URL]   exit 0 when URL (default http://127.0.0.1:9392/readyz) answers 200 (container health checks)
   raftlog cluster status [--http ADDR,...] [--discover=false]
