@@ -140,8 +140,9 @@ func (n *Node) openMissing() {
 		p int32
 	}
 	var missing []part
+	topics := n.meta.Topics()
 	n.mu.Lock()
-	for _, t := range n.meta.Topics() {
+	for _, t := range topics {
 		for p, reps := range t.Partitions {
 			if !slices.Contains(reps, n.cfg.NodeID) {
 				continue
@@ -152,9 +153,6 @@ func (n *Node) openMissing() {
 		}
 	}
 	n.mu.Unlock()
-	if len(missing) < 2 {
-		return // reconcile's own pass opens it
-	}
 	inParallel(len(missing), openParallelism, func(i int) {
 		m := missing[i]
 		n.ensureReplica(m.g, m.t, m.p)

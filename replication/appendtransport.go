@@ -331,7 +331,7 @@ func (t *appendTransport) serve(c net.Conn) {
 			return
 		}
 		if t.quiesce != nil && resp.Error == nil {
-			t.quiesce.served(raft.ServerAddress(leader), req, out, heartbeat)
+			t.quiesce.served(leader, req, out, heartbeat)
 		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,7 +72,7 @@ type Quiescer struct {
 	dead   time.Duration
 	inc    uint64
 
-	mu     sync.Mutex
+	mu     sync.RWMutex // peer, taken for every empty append a leader sends, reads
 	out    map[raft.ServerAddress]*outLink
 	peers  map[raft.ServerAddress]*peerIn
 	groups map[string]*groupQuiesce
@@ -171,14 +170,8 @@ func (q *Quiescer) Close() error {
 
 // Quiesced is the number of this node's replicas that follow quiesced.
 func (q *Quiescer) Quiesced() int {
-	q.mu.Lock()
-	gs := make([]*groupQuiesce, 0, len(q.groups))
-	for _, g := range q.groups {
-		gs = append(gs, g)
-	}
-	q.mu.Unlock()
 	n := 0
-	for _, g := range gs {
+	for _, g := range q.registered() {
 		g.mu.Lock()
 		if g.quiesced {
 			n++
@@ -374,8 +367,8 @@ func (q *Quiescer) followerMarks(leader raft.ServerAddress) []quiesceEvent {
 }
 
 func (q *Quiescer) registered() []*groupQuiesce {
-	q.mu.Lock()
-	defer q.mu.Unlock()
+	q.mu.RLock()
+	defer q.mu.RUnlock()
 	gs := make([]*groupQuiesce, 0, len(q.groups))
 	for _, g := range q.groups {
 		gs = append(gs, g)
@@ -527,9 +520,9 @@ func (q *Quiescer) peerGone(addr raft.ServerAddress, why string) {
 
 // peer is the live link from addr, or nil.
 func (q *Quiescer) peer(addr raft.ServerAddress) *peerIn {
-	q.mu.Lock()
+	q.mu.RLock()
 	p := q.peers[addr]
-	q.mu.Unlock()
+	q.mu.RUnlock()
 	if p == nil || !p.alive(q.dead) {
 		return nil
 	}
@@ -582,7 +575,7 @@ type groupQuiesce struct {
 
 // served is told, by the follower's append stream, each request the
 // replica answered and its answer: it quiesces the replica or wakes it.
-func (g *groupQuiesce) served(leader raft.ServerAddress, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse, heartbeat bool) {
+func (g *groupQuiesce) served(leaderAddr []byte, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse, heartbeat bool) {
 	g.servedN.Add(1)
 	if heartbeat || resp == nil {
 		return
@@ -600,10 +593,10 @@ func (g *groupQuiesce) served(leader raft.ServerAddress, req *raft.AppendEntries
 	}
 	if g.quiesced {
 		switch {
-		case caughtUp && g.leader == leader && g.term == req.Term:
+		case caughtUp && string(g.leader) == string(leaderAddr) && g.term == req.Term:
 			if g.index != req.PrevLogEntry {
 				g.index = req.PrevLogEntry
-				g.q.sendTo(leader, quiesceEvent{kind: kindFollower, group: g.name, term: g.term, index: g.index})
+				g.q.sendTo(g.leader, quiesceEvent{kind: kindFollower, group: g.name, term: g.term, index: g.index})
 			}
 		default:
 			g.wakeLocked("the leader sent something new", 0)
@@ -613,6 +606,7 @@ func (g *groupQuiesce) served(leader raft.ServerAddress, req *raft.AppendEntries
 	if !caughtUp || now.Sub(g.lastEntries) < quiesceIdle {
 		return
 	}
+	leader := raft.ServerAddress(leaderAddr)
 	p := g.q.peer(leader)
 	if p == nil {
 		// Not without the link from the leader's node, which tells when
@@ -710,17 +704,14 @@ func (g *groupQuiesce) leaderGone(leader raft.ServerAddress, why string) {
 				h.Write([]byte(id))
 				return h.Sum64()
 			}
-			slices.SortFunc(ids, func(a, b raft.ServerID) int {
-				ra, rb := rank(a), rank(b)
-				switch {
-				case ra < rb:
-					return -1
-				case ra > rb:
-					return 1
+			// The first of the followers left, by rank, waits.
+			first, mine := true, rank(g.self)
+			for _, id := range ids {
+				if id != g.self && rank(id) < mine {
+					first = false
 				}
-				return 0
-			})
-			if len(ids) > 1 && ids[0] == g.self {
+			}
+			if len(ids) > 1 && first {
 				delay = g.awake.ElectionTimeout / 5
 			}
 		}
@@ -755,11 +746,8 @@ func (g *groupQuiesce) stateChanged(from, to raft.RaftState) {
 	}
 	if from == raft.Leader && to != raft.Leader {
 		g.mu.Lock()
-		if g.leaderQuiet {
-			g.leaderQuiet = false
-			if rf := g.raft.Load(); rf != nil {
-				rf.ReloadConfig(g.awake)
-			}
+		if rf := g.raft.Load(); rf != nil {
+			g.wakeLeaderLocked(rf)
 		}
 		g.targets = nil
 		g.mu.Unlock()
@@ -783,23 +771,20 @@ func (g *groupQuiesce) noteLeading(term uint64, target raft.ServerAddress, answe
 	if g.closed {
 		return
 	}
+	rf := g.raft.Load()
+	if rf == nil {
+		return
+	}
 	if g.lterm != term || g.targets == nil {
 		g.lterm, g.targets = term, map[raft.ServerAddress]bool{}
-		answered = answered && !g.leaderQuiet // a quiet leader of an earlier term wakes first
+		g.wakeLeaderLocked(rf) // quiet in an earlier term: it starts this one awake
 	}
 	g.targets[target] = answered
 	if answered == g.leaderQuiet {
 		return
 	}
-	rf := g.raft.Load()
-	if rf == nil {
-		return
-	}
 	if !answered {
-		g.leaderQuiet = false
-		if err := rf.ReloadConfig(g.awake); err != nil {
-			g.logger.Warn("waking the leader failed", "error", err)
-		}
+		g.wakeLeaderLocked(rf)
 		return
 	}
 	for _, a := range g.targets {
@@ -815,6 +800,17 @@ func (g *groupQuiesce) noteLeading(term uint64, target raft.ServerAddress, answe
 		return
 	}
 	g.leaderQuiet = true
+}
+
+// wakeLeaderLocked sets a quiet leader's timeouts back as configured.
+func (g *groupQuiesce) wakeLeaderLocked(rf *raft.Raft) {
+	if !g.leaderQuiet {
+		return
+	}
+	g.leaderQuiet = false
+	if err := rf.ReloadConfig(g.awake); err != nil {
+		g.logger.Warn("waking the leader failed", "error", err)
+	}
 }
 
 // reloadable is the awake configuration with both timeouts at d.

@@ -118,7 +118,12 @@ func TestQuiescedFollowerRestarts(t *testing.T) {
 	g.stop(f)
 	g.start(f)
 	// The restarted follower is not quiesced: the leader must send to it
-	// again, or it would time out and campaign.
+	// again, heartbeats included, before any write (answered for, it
+	// would hear of no leader until one).
+	waitFor(t, f.name+" to hear from its leader again", 20*time.Second, func() bool {
+		id, _ := f.rep.Leader()
+		return id == ld.rep.ServerID()
+	})
 	g.produce(ld, a, 5, 5)
 	g.checkConverged(a)
 	if !ld.rep.IsLeader() {

@@ -57,6 +57,7 @@ Prints a Markdown table (docs/performance.md).`)
 	level := c.String("log-level", "off", "log level of the raftlog nodes")
 	profiles := c.String("profile-dir", "", "write a CPU profile of node 1's idle stretch and a heap profile at its end to this directory (idle-N.cpu.pprof, idle-N.heap.pprof)")
 	bin := c.String("bin", "", "the raftlog binary the nodes run (default: this one)")
+	noQuiesce := c.Bool("no-quiesce", false, "run the nodes with --no-quiesce (the reference quiescence is measured against)")
 	saturate := c.Bool("saturate", false, "keep every CPU busy from this process (a spinning goroutine per CPU) while each count runs, as other work on the machine would")
 	pos, code, ok := c.parse(args, stdout, stderr)
 	if !ok {
@@ -90,6 +91,9 @@ Prints a Markdown table (docs/performance.md).`)
 	defer env.close()
 	ctx, base := env.ctx, env.dir
 	nodeArgs := []string{"--max-partitions-per-node", "-1", "--max-partitions", "-1", "--log-level", *level, "--pprof"}
+	if *noQuiesce {
+		nodeArgs = append(nodeArgs, "--no-quiesce")
+	}
 	writePartitionsHeader(stdout)
 	for _, n := range ns {
 		fmt.Fprintf(stderr, "%d partitions...\n", n)
