@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/raftlog/raftlog/cluster/node"
 	"github.com/raftlog/raftlog/log"
 	"github.com/raftlog/raftlog/replication"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 func TestClusterTopicsLeadersAndFailover(t *testing.T) {
@@ -349,4 +351,47 @@ func TestControllerLeavesACutNode(t *testing.T) {
 		_, ok := c.Nodes[cut].Meta().Topic("while-cut")
 		return ok && c.Nodes[cut].ControllerID() == other.ControllerID()
 	})
+}
+
+// TestCreateTopicRetried: a creation request retried by its requester
+// succeeds as the first did; of two requesters racing for a name, one
+// creates the topic and the other hears TOPIC_ALREADY_EXISTS.
+func TestCreateTopicRetried(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cfg := map[string]string{"retention.ms": "60000"}
+	if err := c.Nodes[1].Controller().CreateTopicFor(ctx, "app@/127.0.0.9", "r", 2, 3, cfg, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		what      string
+		requester string
+		parts     int32
+		cfg       map[string]string
+		want      error
+	}{
+		{"the same request", "app@/127.0.0.9", 2, cfg, nil},
+		{"another requester", "other@/127.0.0.9", 2, cfg, kerr.TopicAlreadyExists},
+		{"no requester", "", 2, cfg, kerr.TopicAlreadyExists},
+		{"other partitions", "app@/127.0.0.9", 3, cfg, kerr.TopicAlreadyExists},
+		{"other configs", "app@/127.0.0.9", 2, nil, kerr.TopicAlreadyExists},
+	} {
+		for i, nd := range c.Nodes {
+			if err := nd.Controller().CreateTopicFor(ctx, tc.requester, "r", tc.parts, 3, tc.cfg, false); !errors.Is(err, tc.want) {
+				t.Fatalf("%s through node %d: %v, want %v", tc.what, i+1, err, tc.want)
+			}
+		}
+	}
+	for round := 0; round < 3; round++ {
+		name := fmt.Sprintf("race-%d", round)
+		errs := make(chan error, 2)
+		for i, who := range []string{"a@/127.0.0.1", "b@/127.0.0.1"} {
+			go func() { errs <- c.Nodes[i].Controller().CreateTopicFor(ctx, who, name, 1, 3, nil, false) }()
+		}
+		e1, e2 := <-errs, <-errs
+		if (e1 == nil) == (e2 == nil) || !errors.Is(e1, kerr.TopicAlreadyExists) && !errors.Is(e2, kerr.TopicAlreadyExists) {
+			t.Fatalf("%s: %v and %v, want one created and one TOPIC_ALREADY_EXISTS", name, e1, e2)
+		}
+	}
 }

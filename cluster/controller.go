@@ -2,11 +2,14 @@ package cluster
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -147,11 +150,34 @@ var topicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 // CreateTopic creates a topic, spreading its replicas over the live
 // brokers (rack-aware when racks are set) and its preferred leaders too.
 func (ctl *Controller) CreateTopic(ctx context.Context, name string, partitions int32, replicas int16, configs map[string]string, validateOnly bool) error {
+	return ctl.CreateTopicFor(ctx, "", name, partitions, replicas, configs, validateOnly)
+}
+
+// RetryWindow is how long after a topic's creation the same request,
+// retried, is answered as the first was rather than
+// TOPIC_ALREADY_EXISTS: the Java admin client's whole call times out
+// after a minute (default.api.timeout.ms), franz-go's retries come
+// within its request timeout and overhead.
+const RetryWindow = time.Minute
+
+// CreateTopicFor is CreateTopic for a requester (a Kafka client's id and
+// host; "" for none). A client whose request created the topic but did
+// not hear so (its connection or the node it asked went away, or the
+// request timed out on its side) sends it again: if the topic was created
+// within RetryWindow by the same requester with the same partitions,
+// replication factor and configs, the retry succeeds as the first
+// request did. Anyone else gets TOPIC_ALREADY_EXISTS, also when two
+// requests race and the other's creation commits first.
+func (ctl *Controller) CreateTopicFor(ctx context.Context, requester, name string, partitions int32, replicas int16, configs map[string]string, validateOnly bool) error {
 	if !topicName.MatchString(name) || name == "." || name == ".." || name == controllerGroup || name == clusterRPCGroup {
 		return kerr.InvalidTopicException
 	}
-	if _, ok := ctl.meta.Topic(name); ok {
-		return kerr.TopicAlreadyExists
+	creator := ""
+	if requester != "" {
+		creator = createFingerprint(requester, partitions, replicas, configs)
+	}
+	if t, ok := ctl.meta.Topic(name); ok {
+		return retriedCreate(t, creator)
 	}
 	if partitions == -1 {
 		partitions = ctl.cfg.DefaultPartitions
@@ -179,9 +205,37 @@ func (ctl *Controller) CreateTopic(ctx context.Context, name string, partitions 
 	if validateOnly {
 		return nil
 	}
-	_, err := ctl.append(ctx, command{Op: "create_topic", Topic: name, TopicID: newTopicID(), Assignment: assign, Configs: configs,
-		DenseOffsets: ctl.node.clusterHas(featureDenseOffsets)})
-	return err
+	id := newTopicID()
+	if _, err := ctl.append(ctx, command{Op: "create_topic", Topic: name, TopicID: id, Assignment: assign, Configs: configs,
+		DenseOffsets: ctl.node.clusterHas(featureDenseOffsets), Creator: creator, Time: time.Now().UnixMilli()}); err != nil {
+		return err
+	}
+	// Another request's creation may have committed first, making this
+	// command a no-op.
+	if t, ok := ctl.meta.Topic(name); ok && hex.EncodeToString(t.ID[:]) != id {
+		return retriedCreate(t, creator)
+	}
+	return nil
+}
+
+// retriedCreate answers a creation of t, which exists, by creator: nil
+// when it is the request that created t, retried within RetryWindow.
+func retriedCreate(t Topic, creator string) error {
+	if creator != "" && t.Creator == creator && time.Since(time.UnixMilli(t.Created)).Abs() < RetryWindow {
+		return nil
+	}
+	return kerr.TopicAlreadyExists
+}
+
+// createFingerprint is what identifies a creation request: who sent it
+// and what it asked for (before defaults apply).
+func createFingerprint(requester string, partitions int32, replicas int16, configs map[string]string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%q %d %d", requester, partitions, replicas)
+	for _, k := range slices.Sorted(maps.Keys(configs)) {
+		fmt.Fprintf(h, " %q=%q", k, configs[k])
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // assignReplicas places count partitions of rf replicas starting at

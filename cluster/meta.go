@@ -32,8 +32,12 @@ type command struct {
 	Configs    map[string]string `json:"configs,omitempty"`
 	// DenseOffsets: create_topic's partitions are in the dense offset
 	// layout (Topic.DenseOffsets).
-	DenseOffsets bool     `json:"dense_offsets,omitempty"`
-	Deletes      []string `json:"deletes,omitempty"`
+	DenseOffsets bool `json:"dense_offsets,omitempty"`
+	// Creator and Time: create_topic's request, fingerprinted
+	// (Controller.CreateTopicFor), and when it was proposed (Unix ms).
+	Creator string   `json:"creator,omitempty"`
+	Time    int64    `json:"time,omitempty"`
+	Deletes []string `json:"deletes,omitempty"`
 	// Expect makes create_partitions apply only to a topic that has this
 	// many partitions (a retried command is a no-op).
 	Expect int `json:"expect,omitempty"`
@@ -85,6 +89,11 @@ type Topic struct {
 	// partition; their Partitions entry is then every replica old and
 	// new (see reassign.go).
 	Reassigning map[int32]Reassignment
+	// Creator fingerprints the request that created the topic and
+	// Created is when (Unix ms), so that the same request retried is
+	// answered as the first was (Controller.CreateTopicFor).
+	Creator string `json:",omitempty"`
+	Created int64  `json:",omitempty"`
 }
 
 // GroupOffset is a committed consumer-group offset.
@@ -175,7 +184,7 @@ func (m *Meta) Topics() []Topic {
 }
 
 func copyTopic(t *Topic) Topic {
-	c := Topic{Name: t.Name, ID: t.ID, Configs: map[string]string{}, DenseOffsets: t.DenseOffsets}
+	c := Topic{Name: t.Name, ID: t.ID, Configs: map[string]string{}, DenseOffsets: t.DenseOffsets, Creator: t.Creator, Created: t.Created}
 	for _, p := range t.Partitions {
 		c.Partitions = append(c.Partitions, append([]int32(nil), p...))
 	}
@@ -299,7 +308,8 @@ func (m *Meta) applyOne(c command, offset int64, gap bool) (err error) {
 		if _, ok := m.topics[c.Topic]; ok {
 			return nil
 		}
-		t := &Topic{Name: c.Topic, Partitions: c.Assignment, Configs: map[string]string{}, DenseOffsets: c.DenseOffsets}
+		t := &Topic{Name: c.Topic, Partitions: c.Assignment, Configs: map[string]string{}, DenseOffsets: c.DenseOffsets,
+			Creator: c.Creator, Created: c.Time}
 		if id, err := hex.DecodeString(c.TopicID); err == nil && len(id) == 16 {
 			copy(t.ID[:], id)
 		}

@@ -127,7 +127,7 @@ func (s *Server) metadata(c *call, req *kmsg.MetadataRequest) (kmsg.Response, er
 func (s *Server) autoCreate(c *call, name string, bs *brokerSet) kmsg.MetadataResponseTopic {
 	ctx, cancel := context.WithTimeout(c.ctx, defaultTimeout)
 	defer cancel()
-	err := s.b.CreateTopic(ctx, name, -1, -1, nil, false)
+	err := s.b.CreateTopic(ctx, c.requester(), name, -1, -1, nil, false)
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		s.logger.Debug("auto topic creation failed", "topic", name, "error", err)
 		mt := kmsg.NewMetadataResponseTopic()

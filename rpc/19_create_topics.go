@@ -14,7 +14,9 @@ import (
 // replication factor -1 take the cluster defaults, v4+ clients send them;
 // the broker validates names, counts and configs, and answers
 // TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR,
-// INVALID_CONFIG, NOT_CONTROLLER... as errors wrapping kerr), or only
+// INVALID_CONFIG, NOT_CONTROLLER... as errors wrapping kerr; a retry of
+// the request that created a topic, from the same client id and host,
+// succeeds as the first did), or only
 // validated with validateOnly (v1+). A topic named twice in the request is
 // answered INVALID_REQUEST (every time), a manual replica assignment
 // INVALID_REPLICA_ASSIGNMENT (placement is the cluster's), a config with a
@@ -72,7 +74,7 @@ func (s *Server) createTopic(ctx context.Context, c *call, req *kmsg.CreateTopic
 		}
 		configs[cfg.Name] = *cfg.Value
 	}
-	if err := s.b.CreateTopic(ctx, rt.Topic, rt.NumPartitions, rt.ReplicationFactor, configs, req.ValidateOnly); err != nil {
+	if err := s.b.CreateTopic(ctx, c.requester(), rt.Topic, rt.NumPartitions, rt.ReplicationFactor, configs, req.ValidateOnly); err != nil {
 		return err
 	}
 	if !req.ValidateOnly {

@@ -40,8 +40,11 @@ type Broker interface {
 	Topics(names []string) []TopicInfo
 
 	// CreateTopic creates a topic; partitions/replication -1 take the
-	// cluster defaults. validateOnly checks without creating.
-	CreateTopic(ctx context.Context, name string, partitions int32, replication int16, configs map[string]string, validateOnly bool) error
+	// cluster defaults. validateOnly checks without creating. requester
+	// names the client asking (its client id and host): the same request
+	// retried by it soon after succeeds as the first did, where anyone
+	// else gets TOPIC_ALREADY_EXISTS.
+	CreateTopic(ctx context.Context, requester, name string, partitions int32, replication int16, configs map[string]string, validateOnly bool) error
 	// DeleteTopic deletes a topic and its data.
 	DeleteTopic(ctx context.Context, name string) error
 	// CreatePartitions raises a topic's partition count to count.

@@ -456,7 +456,7 @@ func TestDescribeCluster(t *testing.T) {
 // TestProduceErrors covers the produce checks over a raw connection.
 func TestProduceErrors(t *testing.T) {
 	b := newMemBroker(t)
-	if err := b.CreateTopic(testCtx(t), "p", 1, 1, nil, false); err != nil {
+	if err := b.CreateTopic(testCtx(t), "", "p", 1, 1, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	_, addr := startServer(t, b)

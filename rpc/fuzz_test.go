@@ -110,7 +110,7 @@ func FuzzRequest(f *testing.F) {
 	}
 	b := newMemBroker(f)
 	b.maxTopics = 8
-	if err := b.CreateTopic(context.Background(), "fuzz", 2, 1, nil, false); err != nil {
+	if err := b.CreateTopic(context.Background(), "", "fuzz", 2, 1, nil, false); err != nil {
 		f.Fatal(err)
 	}
 	s := NewServer(b, WithLogger(hclog.NewNullLogger()))

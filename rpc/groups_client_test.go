@@ -25,7 +25,7 @@ var groupTestConfig = GroupConfig{MinSessionTimeout: 100 * time.Millisecond}
 func startGroupServer(t *testing.T, topic string, partitions int32) (*memBroker, *Server, string) {
 	t.Helper()
 	b := newMemBroker(t)
-	if err := b.CreateTopic(testCtx(t), topic, partitions, 1, nil, false); err != nil {
+	if err := b.CreateTopic(testCtx(t), "", topic, partitions, 1, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	s, addr := startServer(t, b, WithGroupConfig(groupTestConfig))

@@ -62,7 +62,7 @@ func batchesIn(t *testing.T, p []byte) int {
 
 func TestFetchMaxBytes(t *testing.T) {
 	b := newMemBroker(t)
-	if err := b.CreateTopic(testCtx(t), "mb", 3, 1, nil, false); err != nil {
+	if err := b.CreateTopic(testCtx(t), "", "mb", 3, 1, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	_, addr := startServer(t, b)
@@ -107,7 +107,7 @@ func TestFetchMaxBytes(t *testing.T) {
 func TestRawAdmin(t *testing.T) {
 	b := newMemBroker(t)
 	ctx := testCtx(t)
-	if err := b.CreateTopic(ctx, "t", 1, 1, nil, false); err != nil {
+	if err := b.CreateTopic(ctx, "", "t", 1, 1, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	_, addr := startServer(t, b)

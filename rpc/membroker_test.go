@@ -170,7 +170,7 @@ func validTopicName(n string) bool {
 
 const memMaxPartitions = 64
 
-func (b *memBroker) CreateTopic(_ context.Context, name string, partitions int32, replication int16, configs map[string]string, validateOnly bool) error {
+func (b *memBroker) CreateTopic(_ context.Context, _, name string, partitions int32, replication int16, configs map[string]string, validateOnly bool) error {
 	if !validTopicName(name) {
 		return fmt.Errorf("%w: %q", kerr.InvalidTopicException, name)
 	}

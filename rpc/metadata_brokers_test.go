@@ -16,7 +16,7 @@ import (
 // lists the same brokers.
 func TestMetadataListsNamedBrokers(t *testing.T) {
 	b := newMemBroker(t)
-	if err := b.CreateTopic(testCtx(t), "t", 3, 1, nil, false); err != nil {
+	if err := b.CreateTopic(testCtx(t), "", "t", 3, 1, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	b.mu.Lock()

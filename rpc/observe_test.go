@@ -130,7 +130,7 @@ func produceRequest(topic string, acks int16, batch []byte) *kmsg.ProduceRequest
 // with its sizes on the wire and its error codes.
 func TestObserver(t *testing.T) {
 	b := newMemBroker(t)
-	if err := b.CreateTopic(testCtx(t), "obs", 2, 1, nil, false); err != nil {
+	if err := b.CreateTopic(testCtx(t), "", "obs", 2, 1, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	obs := make(chanObserver, 16)
@@ -248,7 +248,7 @@ func (panicObserver) ObserveRequest(o Observation) {
 func TestObserverPanicClosesConnection(t *testing.T) {
 	b := &gateBroker{memBroker: newMemBroker(t), gate: make(chan struct{})}
 	close(b.gate)
-	if err := b.CreateTopic(testCtx(t), "obs", 1, 1, nil, false); err != nil {
+	if err := b.CreateTopic(testCtx(t), "", "obs", 1, 1, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	_, addr := startServer(t, b, WithObserver(panicObserver{}))

@@ -83,7 +83,7 @@ func (p gatePart) StartAppend(ctx context.Context, batch []byte, acks int) (func
 func startGated(t *testing.T, topic string, partitions int32, ungated map[int32]bool, opts ...Option) (*gateBroker, *rawConn) {
 	t.Helper()
 	b := &gateBroker{memBroker: newMemBroker(t), gate: make(chan struct{}), ungated: ungated}
-	if err := b.CreateTopic(testCtx(t), topic, partitions, 1, nil, false); err != nil {
+	if err := b.CreateTopic(testCtx(t), "", topic, partitions, 1, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	_, addr := startServer(t, b, opts...)
@@ -142,7 +142,7 @@ func TestProducePipelined(t *testing.T) {
 // its commit closes the connection, not the node.
 func TestProducePipelinedPanic(t *testing.T) {
 	b := &panicWaitBroker{memBroker: newMemBroker(t)}
-	if err := b.CreateTopic(testCtx(t), "pipe", 1, 1, nil, false); err != nil {
+	if err := b.CreateTopic(testCtx(t), "", "pipe", 1, 1, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	_, addr := startServer(t, b)

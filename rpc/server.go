@@ -269,6 +269,10 @@ type call struct {
 	deadline time.Time
 }
 
+// requester names the client for Broker.CreateTopic: its client id and
+// host (without the port, which a retry on a new connection changes).
+func (c *call) requester() string { return c.clientID + "@" + c.host }
+
 // handle serves one request (its size prefix removed) and appends the
 // response, with its size prefix and header, to dst. It returns nil when
 // no response is due (acks=0 Produce) and an error when the connection

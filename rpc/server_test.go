@@ -213,10 +213,10 @@ func minimalRequest(t *testing.T, key, v int16) kmsg.Request {
 func TestEveryAdvertisedVersion(t *testing.T) {
 	b := newMemBroker(t)
 	ctx := testCtx(t)
-	if err := b.CreateTopic(ctx, "all", 1, 1, nil, false); err != nil {
+	if err := b.CreateTopic(ctx, "", "all", 1, 1, nil, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.CreateTopic(ctx, "grow", 1, 1, nil, false); err != nil {
+	if err := b.CreateTopic(ctx, "", "grow", 1, 1, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	_, addr := startServer(t, b)
@@ -344,7 +344,7 @@ func TestMaxConnections(t *testing.T) {
 // answers come in request order, a long poll first included.
 func TestPipelining(t *testing.T) {
 	b := newMemBroker(t)
-	if err := b.CreateTopic(testCtx(t), "pipe", 1, 1, nil, false); err != nil {
+	if err := b.CreateTopic(testCtx(t), "", "pipe", 1, 1, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	_, addr := startServer(t, b, WithMaxInFlight(4))
@@ -373,7 +373,7 @@ func TestPipelining(t *testing.T) {
 // record is produced from another connection.
 func TestFetchLongPoll(t *testing.T) {
 	b := newMemBroker(t)
-	if err := b.CreateTopic(testCtx(t), "poll", 2, 1, nil, false); err != nil {
+	if err := b.CreateTopic(testCtx(t), "", "poll", 2, 1, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	_, addr := startServer(t, b)
@@ -442,7 +442,7 @@ func TestFetchLongPoll(t *testing.T) {
 // empty once MaxWait passes.
 func TestFetchWaitEndsAtDeadline(t *testing.T) {
 	b := newMemBroker(t)
-	if err := b.CreateTopic(testCtx(t), "idle", 1, 1, nil, false); err != nil {
+	if err := b.CreateTopic(testCtx(t), "", "idle", 1, 1, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	_, addr := startServer(t, b)
@@ -465,7 +465,7 @@ func TestFetchWaitEndsAtDeadline(t *testing.T) {
 func startIdlePoll(t *testing.T) (*Server, *rawConn) {
 	t.Helper()
 	b := newMemBroker(t)
-	if err := b.CreateTopic(testCtx(t), "idle", 1, 1, nil, false); err != nil {
+	if err := b.CreateTopic(testCtx(t), "", "idle", 1, 1, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	s, addr := startServer(t, b)
@@ -517,7 +517,7 @@ func TestClientLeavingEndsLongPoll(t *testing.T) {
 // TestFetchSessions: kgo-style session requests are answered sessionless.
 func TestFetchSessions(t *testing.T) {
 	b := newMemBroker(t)
-	if err := b.CreateTopic(testCtx(t), "s", 1, 1, nil, false); err != nil {
+	if err := b.CreateTopic(testCtx(t), "", "s", 1, 1, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	_, addr := startServer(t, b)
@@ -561,7 +561,7 @@ func (b panicBroker) Partition(topic string, partition int32) (Partition, error)
 // goroutine or in one a request started) closes that connection only.
 func TestPanicClosesConnection(t *testing.T) {
 	b := newMemBroker(t)
-	if err := b.CreateTopic(testCtx(t), "ok", 1, 1, nil, false); err != nil {
+	if err := b.CreateTopic(testCtx(t), "", "ok", 1, 1, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	_, addr := startServer(t, panicBroker{b})

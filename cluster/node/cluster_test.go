@@ -165,7 +165,10 @@ func TestPartitionLimitRefused(t *testing.T) {
 
 // TestCreateTopicsAnswersWhenLed: CreateTopics and CreatePartitions answer
 // once the node answering has a leader for every partition they made, so
-// a client writes at once instead of meeting LEADER_NOT_AVAILABLE.
+// a client writes at once instead of meeting LEADER_NOT_AVAILABLE. The
+// same request retried by the same client, through any node, succeeds as
+// the first did; anyone else, or the same client asking for something
+// else, hears TOPIC_ALREADY_EXISTS.
 func TestCreateTopicsAnswersWhenLed(t *testing.T) {
 	c := clustertest.Start(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -194,6 +197,29 @@ func TestCreateTopicsAnswersWhenLed(t *testing.T) {
 		t.Fatalf("create: %v %+v", err, resp)
 	}
 	led("led", 6)
+	again := func(cl *kgo.Client, node int, partitions int32) int16 {
+		t.Helper()
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.TimeoutMillis = 30000
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "led", partitions, 3
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl.Broker(int(c.Nodes[node].ID())))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Topics[0].ErrorCode
+	}
+	if code := again(cl, 2, 6); code != 0 {
+		t.Fatalf("the same request retried through another node: %v", kerr.ErrorForCode(code))
+	}
+	other := c.Client(kgo.ClientID("another"))
+	if code := again(other, via, 6); code != kerr.TopicAlreadyExists.Code {
+		t.Fatalf("the same request from another client: %v, want TOPIC_ALREADY_EXISTS", kerr.ErrorForCode(code))
+	}
+	if code := again(cl, via, 7); code != kerr.TopicAlreadyExists.Code {
+		t.Fatalf("another partition count from the same client: %v, want TOPIC_ALREADY_EXISTS", kerr.ErrorForCode(code))
+	}
 	grow := kmsg.NewPtrCreatePartitionsRequest()
 	grow.TimeoutMillis = 30000
 	gt := kmsg.NewCreatePartitionsRequestTopic()

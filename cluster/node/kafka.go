@@ -87,8 +87,8 @@ func (b broker) Topics(names []string) []rpc.TopicInfo {
 	return out
 }
 
-func (b broker) CreateTopic(ctx context.Context, name string, partitions int32, replication int16, configs map[string]string, validateOnly bool) error {
-	return kafkaErr(b.n.Controller().CreateTopic(ctx, name, partitions, replication, configs, validateOnly))
+func (b broker) CreateTopic(ctx context.Context, requester, name string, partitions int32, replication int16, configs map[string]string, validateOnly bool) error {
+	return kafkaErr(b.n.Controller().CreateTopicFor(ctx, requester, name, partitions, replication, configs, validateOnly))
 }
 
 func (b broker) AwaitLeaders(ctx context.Context, topic string) { b.n.AwaitLeaders(ctx, topic) }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -168,10 +169,17 @@ func (f clientFlags) seeds() []string {
 	return out
 }
 
+// clients counts the clients connect made.
+var clients atomic.Int64
+
 // connect makes a client and checks, within ctx, that a broker answers:
 // an unreachable cluster is an error at once, not a silent wait.
 func (f clientFlags) connect(ctx context.Context, opts ...kgo.Opt) (*kgo.Client, error) {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(f.seeds()...)}, opts...)...)
+	// A client id of its own: a CreateTopics the cluster sees again from
+	// the same client id and host within a minute counts as a retry of
+	// the first (it succeeds as the first did), and a command run twice
+	// must hear that the topic exists.
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(f.seeds()...), kgo.ClientID(fmt.Sprintf("raftlog-%d-%d", os.Getpid(), clients.Add(1)))}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
