@@ -35,6 +35,11 @@ type appendTransport struct {
 
 	consumeCh chan raft.RPC
 
+	// votes, when set, carries the group's votes, pre-votes and
+	// TimeoutNow (votes.go).
+	votes *votes
+	group string
+
 	// quiesce, when the node quiesces idle groups, answers on a quiesced
 	// follower's behalf and is told what this replica answered as one.
 	quiesce *groupQuiesce
@@ -138,10 +143,48 @@ func (t *appendTransport) SetHeartbeatHandler(fn func(raft.RPC)) {
 	t.Transport.SetHeartbeatHandler(fn)
 }
 
+// serveVotes makes the node's vote streams carry the group's votes.
+func (t *appendTransport) serveVotes(v *votes, group string) {
+	t.votes, t.group = v, group
+	v.register(group, t)
+}
+
+// voted sends a request on the vote streams: false when the peer does not
+// serve them there.
+func (t *appendTransport) voted(target raft.ServerAddress, kind byte, req, resp any) (bool, error) {
+	if t.votes == nil {
+		return false, nil
+	}
+	err := t.votes.call(target, t.group, kind, req, resp, t.timeout)
+	if errors.Is(err, ErrGroupNotHosted) {
+		return false, nil
+	}
+	return true, err
+}
+
+// RequestVote implements raft.Transport.
+func (t *appendTransport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	if ok, err := t.voted(target, voteKindVote, args, resp); ok {
+		return err
+	}
+	return t.Transport.RequestVote(id, target, args, resp)
+}
+
+// TimeoutNow implements raft.Transport.
+func (t *appendTransport) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
+	if ok, err := t.voted(target, voteKindTimeoutNow, args, resp); ok {
+		return err
+	}
+	return t.Transport.TimeoutNow(id, target, args, resp)
+}
+
 // RequestPreVote implements raft.WithPreVote.
 func (t *appendTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
 	if t.prevote == nil {
 		return errors.New("replication: transport without pre-vote")
+	}
+	if ok, err := t.voted(target, voteKindPreVote, args, resp); ok {
+		return err
 	}
 	return t.prevote.RequestPreVote(id, target, args, resp)
 }
@@ -340,6 +383,9 @@ func (t *appendTransport) serve(c net.Conn) {
 // and closes the wrapped transport.
 func (t *appendTransport) Close() error {
 	t.closeOnce.Do(func() {
+		if t.votes != nil {
+			t.votes.unregister(t.group, t)
+		}
 		close(t.shutdown)
 		t.layer.Close()
 		t.mu.Lock()

@@ -31,12 +31,28 @@ import (
 // reads some errors as a granted pre-vote); TimeoutNow gets an error.
 // Outgoing votes and pre-votes fail locally, so the replica never campaigns.
 // Heartbeats, appends and snapshots pass untouched.
+//
+// It also holds pre-votes, both ways, while hold says so (quiescence's
+// holdsElection: the leader's node is alive): an incoming one is refused,
+// an outgoing one refused locally, as the peer would. And it sends at
+// most one pre-vote to a peer at a time: a candidate that restarts its
+// campaign while the last one's request is still on its way (a starved
+// peer, a full session) is refused by that peer at once, rather than
+// leaving another request to pile up behind it.
 type guardTransport struct {
 	raft.Transport
 	prevote raft.WithPreVote
 	localID raft.ServerID
 	term    func() uint64
 	logger  hclog.Logger
+
+	// hold, when set, tells whether to hold a pre-vote for candidate
+	// (nil: this replica's own).
+	hold func(candidate []byte) bool
+
+	held      atomic.Uint64 // pre-votes held, both ways
+	preMu     sync.Mutex
+	preVoting map[raft.ServerAddress]bool // a pre-vote to it is in flight
 
 	gated atomic.Bool
 	// allowed is the one candidate a gated replica may vote for while
@@ -52,9 +68,9 @@ type guardTransport struct {
 // ErrGated is the error of what a gated replica refuses to do.
 var ErrGated = errors.New("replication: replica is gated by the vote guard until it has caught up")
 
-func newGuardTransport(inner raft.Transport, localID raft.ServerID, term func() uint64, logger hclog.Logger) *guardTransport {
+func newGuardTransport(inner raft.Transport, localID raft.ServerID, term func() uint64, hold func([]byte) bool, logger hclog.Logger) *guardTransport {
 	g := &guardTransport{
-		Transport: inner, localID: localID, term: term, logger: logger,
+		Transport: inner, localID: localID, term: term, hold: hold, logger: logger,
 		out: make(chan raft.RPC), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	g.prevote, _ = inner.(raft.WithPreVote)
@@ -113,6 +129,12 @@ func (g *guardTransport) intercept(rpc raft.RPC) bool {
 			rpc.Respond(&raft.RequestPreVoteResponse{RPCHeader: g.header(), Term: g.term(), Granted: false}, nil)
 			return true
 		}
+		if g.hold != nil && g.hold(req.GetRPCHeader().Addr) {
+			g.held.Add(1)
+			g.logger.Debug("refusing pre-vote: the leader's node is alive", "candidate", string(req.GetRPCHeader().ID), "term", req.Term)
+			rpc.Respond(&raft.RequestPreVoteResponse{RPCHeader: g.header(), Term: g.term(), Granted: false}, nil)
+			return true
+		}
 	case *raft.TimeoutNowRequest:
 		if g.gated.Load() {
 			g.logger.Info("vote guard: refusing leadership transfer")
@@ -142,6 +164,29 @@ func (g *guardTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddr
 	if g.prevote == nil {
 		return errors.New("replication: transport without pre-vote")
 	}
+	if g.hold != nil && g.hold(nil) {
+		g.held.Add(1)
+		*resp = raft.RequestPreVoteResponse{RPCHeader: args.RPCHeader, Term: args.Term, Granted: false}
+		return nil
+	}
+	g.preMu.Lock()
+	busy := g.preVoting[target]
+	if !busy {
+		if g.preVoting == nil {
+			g.preVoting = map[raft.ServerAddress]bool{}
+		}
+		g.preVoting[target] = true
+	}
+	g.preMu.Unlock()
+	if busy {
+		*resp = raft.RequestPreVoteResponse{RPCHeader: args.RPCHeader, Term: args.Term, Granted: false}
+		return nil
+	}
+	defer func() {
+		g.preMu.Lock()
+		delete(g.preVoting, target)
+		g.preMu.Unlock()
+	}()
 	return g.prevote.RequestPreVote(id, target, args, resp)
 }
 

@@ -2,9 +2,12 @@ package replication
 
 import (
 	"bytes"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 	"github.com/raftlog/raftlog/log"
 	"github.com/raftlog/raftlog/log/vfs"
 )
@@ -289,4 +292,54 @@ func TestGateOnReopen(t *testing.T) {
 	waitFor(t, "the reopened replica to be released", 20*time.Second, func() bool { return !f.rep.Gated() })
 	g.produceTo(a, 30, 5)
 	g.checkConverged(a)
+}
+
+// blockingPreVotes is a transport whose pre-votes wait for release.
+type blockingPreVotes struct {
+	raft.Transport
+	calls   atomic.Int32
+	release chan struct{}
+}
+
+func (b *blockingPreVotes) Consumer() <-chan raft.RPC { return nil }
+
+func (b *blockingPreVotes) RequestPreVote(_ raft.ServerID, _ raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	b.calls.Add(1)
+	<-b.release
+	*resp = raft.RequestPreVoteResponse{Term: args.Term, Granted: true}
+	return nil
+}
+
+// TestOnePreVoteInFlightPerPeer: a pre-vote to a peer whose last one has
+// not come back is refused at once (not queued behind it); other peers
+// are asked; once the first returns, the peer is asked again.
+func TestOnePreVoteInFlightPerPeer(t *testing.T) {
+	inner := &blockingPreVotes{release: make(chan struct{})}
+	g := newGuardTransport(inner, "me", func() uint64 { return 1 }, nil, hclog.NewNullLogger())
+	defer g.Close()
+	ask := func(target raft.ServerAddress) chan raft.RequestPreVoteResponse {
+		out := make(chan raft.RequestPreVoteResponse, 1)
+		go func() {
+			var resp raft.RequestPreVoteResponse
+			if err := g.RequestPreVote("p", target, &raft.RequestPreVoteRequest{Term: 2}, &resp); err != nil {
+				t.Error(err)
+			}
+			out <- resp
+		}()
+		return out
+	}
+	first := ask("a")
+	waitFor(t, "the first pre-vote to be sent", 5*time.Second, func() bool { return inner.calls.Load() == 1 })
+	if resp := <-ask("a"); resp.Granted {
+		t.Fatal("a second pre-vote to a peer with one in flight was sent and granted")
+	}
+	other := ask("b")
+	waitFor(t, "the pre-vote to another peer to be sent", 5*time.Second, func() bool { return inner.calls.Load() == 2 })
+	close(inner.release)
+	if !(<-first).Granted || !(<-other).Granted {
+		t.Fatal("pre-votes in flight were not answered")
+	}
+	if resp := <-ask("a"); !resp.Granted || inner.calls.Load() != 3 {
+		t.Fatalf("after the first came back: granted %v, %d sent", resp.Granted, inner.calls.Load())
+	}
 }

@@ -58,6 +58,9 @@ type tgroup struct {
 	legacy bool
 	// quiesce gives every node a Quiescer of these timings.
 	quiesce *QuiescerConfig
+	// noVotes names the nodes whose mux serves no vote streams, as a node
+	// that predates them.
+	noVotes map[string]bool
 	logger  hclog.Logger
 }
 
@@ -110,6 +113,10 @@ func newTestGroup(t testing.TB, n int, opts ...func(*tgroup)) *tgroup {
 func (g *tgroup) startOn(nd *tnode, ln net.Listener) {
 	g.t.Helper()
 	nd.mux = NewMux(ln, nd.addr, WithDialer(g.net.Dialer(nd.addr)), WithMuxLogger(g.logger.Named(nd.name)))
+	if g.noVotes[nd.name] {
+		nd.mux.votes.close()
+		nd.mux.votes = nil
+	}
 	if g.quiesce != nil {
 		qc := *g.quiesce
 		qc.Logger = g.logger.Named(nd.name)

@@ -68,6 +68,8 @@ type Mux struct {
 
 	stop chan struct{} // closed by Close
 
+	votes *votes // every group's votes (votes.go)
+
 	wg sync.WaitGroup
 }
 
@@ -147,6 +149,7 @@ func NewMux(ln net.Listener, advertise string, opts ...MuxOption) *Mux {
 	for _, o := range opts {
 		o(m)
 	}
+	m.votes, _ = newVotes(m) // a new mux registers its first stream name
 	m.wg.Add(1)
 	go m.acceptLoop()
 	return m
@@ -591,6 +594,7 @@ func (m *Mux) Close() error {
 	}
 	m.closed = true
 	close(m.stop)
+	votes := m.votes
 	sessions := m.sessions
 	m.sessions = map[raft.ServerAddress]*yamux.Session{}
 	conns := make([]net.Conn, 0, len(m.conns))
@@ -604,6 +608,9 @@ func (m *Mux) Close() error {
 	}
 	for _, c := range conns {
 		c.Close()
+	}
+	if votes != nil {
+		votes.close()
 	}
 	m.wg.Wait()
 	return err

@@ -267,13 +267,17 @@ func (r *Replica) openTransport() error {
 		layer.Close()
 		return err
 	}
-	// The NetworkTransport keeps no connections: it carries votes,
-	// snapshots and TimeoutNow, which are rare, and each of its
-	// connections holds 512 KiB of buffers on either side.
+	// The NetworkTransport keeps no connections: it carries snapshots,
+	// which are rare, and the votes and TimeoutNow of peers that predate
+	// the vote streams (votes.go); each of its connections holds 512 KiB
+	// of buffers on either side.
 	const netTimeout, maxPool = 10 * time.Second, 3
 	trans := newAppendTransport(raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: layer, MaxPool: 0, Timeout: netTimeout, Logger: r.logger.Named("raft-net"),
 	}), appendLayer, netTimeout, maxPool, 2, r.logger.Named("raft-append"))
+	if v := r.cfg.Mux.votes; v != nil {
+		trans.serveVotes(v, r.cfg.Group)
+	}
 	if q := r.cfg.Quiescer; q != nil {
 		rc := r.cfg.Raft.withDefaults()
 		g, err := q.register(r.cfg.Group, r.serverID, raft.ReloadableConfig{
@@ -286,10 +290,14 @@ func (r *Replica) openTransport() error {
 		}
 		r.quiesce, trans.quiesce = g, g
 	}
+	var hold func([]byte) bool
+	if r.quiesce != nil {
+		hold = r.quiesce.holdsElection
+	}
 	r.guard = newGuardTransport(trans, r.serverID, func() uint64 {
 		t, _ := r.stable.GetUint64([]byte(keyCurrentTerm))
 		return t
-	}, r.logger.Named("guard"))
+	}, hold, r.logger.Named("guard"))
 	var nb [8]byte
 	rand.Read(nb[:])
 	r.nonce = binary.BigEndian.Uint64(nb[:])

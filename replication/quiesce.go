@@ -137,7 +137,7 @@ func NewQuiescer(m *Mux, cfg QuiescerConfig) (*Quiescer, error) {
 		return nil, err
 	}
 	q := &Quiescer{
-		mux: m, layer: layer, logger: cfg.Logger, tick: cfg.Tick, dead: cfg.Dead, inc: rand.Uint64(),
+		mux: m, layer: layer, logger: cfg.Logger, tick: cfg.Tick, dead: cfg.Dead, inc: rand.Uint64() | 1, // 0: none
 		out: map[raft.ServerAddress]*outLink{}, peers: map[raft.ServerAddress]*peerIn{},
 		groups: map[string]*groupQuiesce{}, stop: make(chan struct{}),
 	}
@@ -569,6 +569,17 @@ type groupQuiesce struct {
 	targets     map[raft.ServerAddress]bool
 	leaderQuiet bool
 
+	// The leader this replica last heard from as a follower (a request
+	// of the replica's own term), when, in which term, and the
+	// incarnation of the link from its node then; steppedTerm is the term
+	// it heard of last when that node said the group's leader stepped
+	// down. See holdsElection.
+	heardFrom   raft.ServerAddress
+	heardAt     time.Time
+	heardTerm   uint64
+	heardInc    uint64
+	steppedTerm uint64
+
 	answered atomic.Uint64 // requests answered on a follower's behalf
 	servedN  atomic.Uint64 // requests this replica answered as a follower
 }
@@ -577,10 +588,16 @@ type groupQuiesce struct {
 // replica answered and its answer: it quiesces the replica or wakes it.
 func (g *groupQuiesce) served(leaderAddr []byte, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse, heartbeat bool) {
 	g.servedN.Add(1)
-	if heartbeat || resp == nil {
+	if resp == nil {
 		return
 	}
 	now := time.Now()
+	if resp.Term == req.Term && len(leaderAddr) > 0 {
+		g.heard(leaderAddr, req.Term, now)
+	}
+	if heartbeat {
+		return
+	}
 	caughtUp := len(req.Entries) == 0 && resp.Success && resp.Term == req.Term &&
 		req.LeaderCommitIndex == req.PrevLogEntry && resp.LastLog == req.PrevLogEntry
 	g.mu.Lock()
@@ -636,6 +653,56 @@ func (g *groupQuiesce) served(leaderAddr []byte, req *raft.AppendEntriesRequest,
 	g.q.sendTo(leader, quiesceEvent{kind: kindFollower, group: g.name, term: g.term, index: g.index})
 }
 
+// electionHold bounds how long after it last heard from its leader a
+// replica holds elections while the leader's node lives.
+const electionHold = 10 * time.Second
+
+// heard notes a request of the current term from the leader at addr.
+func (g *groupQuiesce) heard(addr []byte, term uint64, now time.Time) {
+	var inc uint64
+	if p := g.q.peer(raft.ServerAddress(addr)); p != nil {
+		inc = p.inc
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if term <= g.steppedTerm {
+		return // sent before its node told that it stepped down
+	}
+	if string(g.heardFrom) != string(addr) {
+		g.heardFrom = raft.ServerAddress(addr)
+	}
+	g.heardAt, g.heardTerm, g.heardInc = now, term, inc
+}
+
+// holdsElection reports whether the replica must neither campaign nor
+// grant a pre-vote to candidate (nil: when it would campaign itself):
+// it heard from its leader within electionHold, the leader is not the
+// candidate, and the link from the leader's node, of the same
+// incarnation, is alive. A follower that misses its leader's heartbeats
+// while the leader's node is alive is starved of CPU, as are the others
+// most likely, or its leader is: an election would not find a better
+// leader, and on a node holding thousands of groups it would set off
+// thousands. The hold ends when the link falls silent for Dead or ends
+// (the node died, paused or was cut off), when the node tells that the
+// leader stepped down, or after electionHold.
+func (g *groupQuiesce) holdsElection(candidate []byte) bool {
+	g.mu.Lock()
+	leader, at, inc := g.heardFrom, g.heardAt, g.heardInc
+	g.mu.Unlock()
+	if leader == "" || inc == 0 || string(leader) == string(candidate) || time.Since(at) > electionHold {
+		return false
+	}
+	p := g.q.peer(leader)
+	return p != nil && p.inc == inc
+}
+
+// forgetLeaderLocked ends the hold on elections: the leader heard of
+// stepped down.
+func (g *groupQuiesce) forgetLeaderLocked() {
+	g.steppedTerm = max(g.steppedTerm, g.heardTerm)
+	g.heardFrom, g.heardInc = "", 0
+}
+
 // wakeLocked lowers the replica's timeouts back, after delay.
 func (g *groupQuiesce) wakeLocked(why string, delay time.Duration) {
 	if !g.quiesced {
@@ -679,6 +746,9 @@ func (g *groupQuiesce) wake(why string) {
 func (g *groupQuiesce) leaderWake(p *peerIn, why string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.heardInc == p.inc {
+		g.forgetLeaderLocked()
+	}
 	if g.quiesced && g.leaderInc == p.inc {
 		g.wakeLocked(why, 0)
 	}
@@ -743,6 +813,11 @@ func (g *groupQuiesce) leaderHeard() time.Time {
 func (g *groupQuiesce) stateChanged(from, to raft.RaftState) {
 	if to != raft.Follower {
 		g.wake("raft state " + to.String())
+	}
+	if to == raft.Leader {
+		g.mu.Lock()
+		g.forgetLeaderLocked()
+		g.mu.Unlock()
 	}
 	if from == raft.Leader && to != raft.Leader {
 		g.mu.Lock()

@@ -131,3 +131,36 @@ func TestQuiescedFollowerRestarts(t *testing.T) {
 	}
 	g.quiesced(ld)
 }
+
+// TestFollowersHoldElectionsWhileTheLeadersNodeLives: followers that stop
+// hearing their leader while its node's link lives (starved, not dead)
+// campaign, but every pre-vote is held, so the leader keeps its term and
+// its leadership; when the leader's node goes, they elect.
+func TestFollowersHoldElectionsWhileTheLeadersNodeLives(t *testing.T) {
+	g, a, ld := quiescedGroup(t)
+	term := ld.rep.Term()
+	fs := g.others(ld)
+	// Wake the followers behind the leader's back: it keeps answering for
+	// them, so they hear nothing from it and time out.
+	for _, f := range fs {
+		if err := f.rep.raft.ReloadConfig(f.rep.quiesce.awake); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the followers to campaign and be held", 20*time.Second, func() bool {
+		return fs[0].rep.guard.held.Load() >= 2 && fs[1].rep.guard.held.Load() >= 2
+	})
+	if !ld.rep.IsLeader() || ld.rep.Term() != term {
+		t.Fatalf("%s: leader %v in term %d, was leader in term %d", ld.name, ld.rep.IsLeader(), ld.rep.Term(), term)
+	}
+	for _, f := range fs {
+		if f.rep.Term() != term {
+			t.Fatalf("%s moved to term %d from %d while the leader's node lived", f.name, f.rep.Term(), term)
+		}
+	}
+	g.kill(ld)
+	nl := g.leader(fs...)
+	g.produce(nl, a, 5, 5)
+	g.start(ld)
+	g.checkConverged(a)
+}
