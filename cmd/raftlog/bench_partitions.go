@@ -101,7 +101,7 @@ Prints a Markdown table (docs/performance.md).`)
 		if *saturate {
 			spin(cctx, runtime.NumCPU())
 		}
-		row, err := benchPartitions(cctx, *bin, nodeArgs, n, filepath.Join(base, fmt.Sprintf("p%d", n)), *idle, *settle, *profiles)
+		row, err := benchPartitions(cctx, stderr, *bin, nodeArgs, n, filepath.Join(base, fmt.Sprintf("p%d", n)), *idle, *settle, *profiles)
 		ccancel()
 		if err != nil {
 			return c.fail(stderr, "%d partitions: %v", n, err)
@@ -112,7 +112,7 @@ Prints a Markdown table (docs/performance.md).`)
 }
 
 // benchPartitions measures one count on a new 3-node cluster.
-func benchPartitions(ctx context.Context, bin string, nodeArgs []string, n int, dir string, idle, settle time.Duration, profiles string) (partitionsRow, error) {
+func benchPartitions(ctx context.Context, progress io.Writer, bin string, nodeArgs []string, n int, dir string, idle, settle time.Duration, profiles string) (partitionsRow, error) {
 	row := partitionsRow{partitions: n}
 	if err := os.RemoveAll(dir); err != nil { // left by an earlier run with the same --dir
 		return row, err
@@ -156,6 +156,7 @@ func benchPartitions(ctx context.Context, bin string, nodeArgs []string, n int, 
 		return row, err
 	}
 	row.led = time.Since(start)
+	fmt.Fprintf(progress, "  every partition led after %v\n", row.led.Round(time.Millisecond))
 
 	if err := sleepCtx(ctx, settle); err != nil {
 		return row, err
@@ -177,6 +178,7 @@ func benchPartitions(ctx context.Context, bin string, nodeArgs []string, n int, 
 		row.rss += r
 		row.rssMax = max(row.rssMax, r)
 	}
+	fmt.Fprintf(progress, "  idle: %.2f cores, %.2f GiB resident\n", row.idleCores, float64(row.rss)/(1<<30))
 	if profiles != "" {
 		if err := <-profiled; err != nil {
 			return row, fmt.Errorf("CPU profile: %w", err)
@@ -195,6 +197,7 @@ func benchPartitions(ctx context.Context, bin string, nodeArgs []string, n int, 
 		return row, err
 	}
 	row.produce = time.Since(start)
+	fmt.Fprintf(progress, "  one record to each partition in %v\n", row.produce.Round(time.Millisecond))
 
 	// Crash the node leading the most partitions, once the cluster is
 	// idle again (its groups quiesced, unless --no-quiesce), as a node of
@@ -224,6 +227,7 @@ func benchPartitions(ctx context.Context, bin string, nodeArgs []string, n int, 
 			left = append(left, p)
 		}
 	}
+	fmt.Fprintf(progress, "  killed node %d, leader of %d partitions\n", victim, row.killedLed)
 	survivors, err := kgo.NewClient(benchClientOpts(rest)...)
 	if err != nil {
 		return row, err
@@ -237,6 +241,7 @@ func benchPartitions(ctx context.Context, bin string, nodeArgs []string, n int, 
 		return row, err
 	}
 	row.failover = time.Since(start)
+	fmt.Fprintf(progress, "  led again after %v, written after %v\n", row.failoverLed.Round(time.Millisecond), row.failover.Round(time.Millisecond))
 	survivors.Close()
 	cl.Close()
 	start = time.Now()
