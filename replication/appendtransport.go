@@ -49,6 +49,7 @@ type appendTransport struct {
 
 	mu       sync.Mutex
 	pool     map[raft.ServerAddress][]*appendConn
+	beating  map[raft.ServerAddress]bool // a heartbeat answered here is on its way to it
 	accepted map[net.Conn]struct{}
 	closed   bool
 
@@ -226,6 +227,42 @@ func (t *appendTransport) AppendEntries(id raft.ServerID, target raft.ServerAddr
 	if t.quiesce != nil && t.quiesce.mayAnswer(id, target, args, resp) {
 		return nil
 	}
+	if t.quiesce != nil && t.quiesce.answerHeartbeat(id, target, args, resp) {
+		t.heartbeatBehind(id, target, *args)
+		return nil
+	}
+	return t.sendAppend(id, target, args, resp)
+}
+
+// heartbeatBehind sends a heartbeat answered here to the follower, in
+// the background, unless the last one to it is still on its way.
+func (t *appendTransport) heartbeatBehind(id raft.ServerID, target raft.ServerAddress, args raft.AppendEntriesRequest) {
+	t.mu.Lock()
+	if t.closed || t.beating[target] {
+		t.mu.Unlock()
+		return
+	}
+	if t.beating == nil {
+		t.beating = map[raft.ServerAddress]bool{}
+	}
+	t.beating[target] = true
+	t.mu.Unlock()
+	// Not under t.wg: Close must not wait for a request to a starved
+	// peer; once closed, the transport dials nothing more.
+	go func() {
+		var resp raft.AppendEntriesResponse
+		if err := t.sendAppend(id, target, &args, &resp); err != nil {
+			t.logger.Debug("heartbeat failed", "peer", target, "error", err)
+		}
+		t.mu.Lock()
+		delete(t.beating, target)
+		t.mu.Unlock()
+	}()
+}
+
+// sendAppend sends an append to the follower at target and reads its
+// answer.
+func (t *appendTransport) sendAppend(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	c, err := t.getConn(target)
 	if errors.Is(err, ErrGroupNotHosted) {
 		return t.Transport.AppendEntries(id, target, args, resp)

@@ -582,12 +582,16 @@ type groupQuiesce struct {
 
 	answered atomic.Uint64 // requests answered on a follower's behalf
 	servedN  atomic.Uint64 // requests this replica answered as a follower
+	beatsN   atomic.Uint64 // of which heartbeats
 }
 
 // served is told, by the follower's append stream, each request the
 // replica answered and its answer: it quiesces the replica or wakes it.
 func (g *groupQuiesce) served(leaderAddr []byte, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse, heartbeat bool) {
 	g.servedN.Add(1)
+	if heartbeat {
+		g.beatsN.Add(1)
+	}
 	if resp == nil {
 		return
 	}
@@ -662,6 +666,8 @@ func (g *groupQuiesce) heard(addr []byte, term uint64, now time.Time) {
 	var inc uint64
 	if p := g.q.peer(raft.ServerAddress(addr)); p != nil {
 		inc = p.inc
+	} else {
+		g.q.link(raft.ServerAddress(addr)) // the leader's node dials back
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -836,6 +842,33 @@ func (g *groupQuiesce) mayAnswer(id raft.ServerID, target raft.ServerAddress, re
 	ok := g.answerable(id, target, req, resp)
 	g.noteLeading(req.Term, target, ok)
 	return ok
+}
+
+// answerHeartbeat reports whether the leader's transport may answer a
+// heartbeat to the follower at target itself, and fills resp if so: while
+// the link from the follower's node is alive. The heartbeat still goes to
+// the follower, behind (appendTransport.heartbeatBehind), which keeps its
+// timer; what the answer here keeps is the leader's lease, which
+// hashicorp/raft's leader otherwise loses when a follower answers nothing
+// for a LeaderLeaseTimeout. On a node of thousands of groups starved of
+// CPU for a second that was every leader stepping down at once, an
+// election for each. A heartbeat moves no match index, so the answer
+// cannot acknowledge anything; a follower that moved to a later term
+// tells the leader with its answer to the next append, which goes to it.
+func (g *groupQuiesce) answerHeartbeat(id raft.ServerID, target raft.ServerAddress, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) bool {
+	heartbeat := len(req.Entries) == 0 && req.PrevLogEntry == 0 && req.PrevLogTerm == 0 && req.LeaderCommitIndex == 0
+	if !heartbeat {
+		return false
+	}
+	if g.q.peer(target) == nil {
+		g.q.link(target) // the follower's node dials back
+		return false
+	}
+	*resp = raft.AppendEntriesResponse{
+		RPCHeader: raft.RPCHeader{ProtocolVersion: req.ProtocolVersion, ID: []byte(id), Addr: []byte(target)},
+		Term:      req.Term, Success: true,
+	}
+	return true
 }
 
 // noteLeading keeps the leader's own timeouts: raised while every

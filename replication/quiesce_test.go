@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 func quiesceTimings(g *tgroup) {
@@ -163,4 +165,36 @@ func TestFollowersHoldElectionsWhileTheLeadersNodeLives(t *testing.T) {
 	g.produce(nl, a, 5, 5)
 	g.start(ld)
 	g.checkConverged(a)
+}
+
+// TestLeaderAnswersHeartbeatsWhileFollowerNodesLive: a heartbeat to a
+// follower whose node's link is alive is answered by the leader's
+// transport (its lease holds while the follower is slow), and is still
+// delivered; appends are not; without the link nothing is answered.
+func TestLeaderAnswersHeartbeatsWhileFollowerNodesLive(t *testing.T) {
+	g := newTestGroup(t, 3, quiesceTimings)
+	ld := g.leader()
+	f := g.others(ld)[0]
+	target := raft.ServerAddress(f.addr)
+	waitFor(t, "the link from "+f.name, 20*time.Second, func() bool { return ld.q.peer(target) != nil })
+	hb := &raft.AppendEntriesRequest{Term: ld.rep.Term(), RPCHeader: raft.RPCHeader{Addr: []byte(ld.addr)}}
+	var resp raft.AppendEntriesResponse
+	if !ld.rep.quiesce.answerHeartbeat(raft.ServerID(f.rep.ServerID()), target, hb, &resp) || !resp.Success || resp.Term != hb.Term {
+		t.Fatalf("a heartbeat to a live node was not answered: %+v", resp)
+	}
+	// Raft's own heartbeats, answered here, still reach the follower
+	// (kept awake by writes: quiesced, it is sent none).
+	beats, a, n := f.rep.quiesce.beatsN.Load(), acked{}, 0
+	waitFor(t, "heartbeats to reach "+f.name, 20*time.Second, func() bool {
+		g.produce(ld, a, n, 1)
+		n++
+		return f.rep.quiesce.beatsN.Load() > beats+10
+	})
+	app := &raft.AppendEntriesRequest{Term: hb.Term, PrevLogEntry: 1, PrevLogTerm: 1, LeaderCommitIndex: 1}
+	if ld.rep.quiesce.answerHeartbeat(raft.ServerID(f.rep.ServerID()), target, app, &resp) {
+		t.Fatal("an append was answered on the follower's behalf")
+	}
+	if ld.rep.quiesce.answerHeartbeat(raft.ServerID(f.rep.ServerID()), "127.0.0.1:1", hb, &resp) {
+		t.Fatal("a heartbeat to a node without a link was answered")
+	}
 }
