@@ -569,15 +569,19 @@ func (n *Node) Close() error {
 	}
 	n.mu.Unlock()
 	// Hand leadership off so clients fail over without waiting for an
-	// election timeout.
-	eachReplica(reps, func(r *replication.Replica) error {
-		if r.IsLeader() {
-			_ = r.TransferLeadership("", "")
+	// election timeout; not when no other node is a member, where every
+	// hand-off would wait out its timeout (the last node of a cluster
+	// stopping, 32 at a time, took over 30 s at 1000 leaders).
+	if n.otherMembers() {
+		eachReplica(reps, func(r *replication.Replica) error {
+			if r.IsLeader() {
+				_ = r.TransferLeadership("", "")
+			}
+			return nil
+		})
+		if n.ctl.r != nil && n.ctl.r.IsLeader() {
+			_ = n.ctl.r.TransferLeadership("", "")
 		}
-		return nil
-	})
-	if n.ctl.r != nil && n.ctl.r.IsLeader() {
-		_ = n.ctl.r.TransferLeadership("", "")
 	}
 	close(n.stop)
 	n.cancel()
@@ -597,6 +601,19 @@ func (n *Node) Close() error {
 	}
 	errs = append(errs, n.mux.Close())
 	return errors.Join(errs...)
+}
+
+// otherMembers reports whether a node other than this one is a member
+// (alive or suspected).
+func (n *Node) otherMembers() bool {
+	n.membersMu.Lock()
+	defer n.membersMu.Unlock()
+	for _, b := range n.members {
+		if b.NodeID != n.cfg.NodeID {
+			return true
+		}
+	}
+	return false
 }
 
 // closeParallelism bounds the replicas a closing node hands off or
