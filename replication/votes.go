@@ -26,8 +26,13 @@ import (
 // more elections. Here the votes, pre-votes and TimeoutNow of every group
 // between two nodes travel on a few streams per peer named voteStream,
 // each request a frame of its own naming its group, answered on the same
-// stream; idle streams are kept for the next (at most voteIdle per
-// peer). A peer that does not host voteStream (a node that predates it)
+// stream; idle streams are kept for the next. At most voteStreams
+// requests to a peer are in flight, so at most that many streams are
+// open to it: a request that finds none free within voteWait is refused
+// at once (the candidate counts the peer's vote as refused and campaigns
+// again later) rather than queued. A storm of thousands of campaigns
+// opening a stream each had them wait on yamux's bound of streams being
+// opened until long after their candidates had given up. A peer that does not host voteStream (a node that predates it)
 // is sent them through the NetworkTransport, which also serves those it
 // sends here.
 //
@@ -48,7 +53,8 @@ const (
 
 const (
 	maxVoteFrame = 64 << 10
-	voteIdle     = 4
+	voteStreams  = 32
+	voteWait     = 300 * time.Millisecond
 	voteBuffer   = 1 << 10
 )
 
@@ -61,6 +67,7 @@ type votes struct {
 	mu     sync.Mutex
 	groups map[string]*appendTransport
 	idle   map[raft.ServerAddress][]*voteConn
+	slots  map[raft.ServerAddress]chan struct{} // requests in flight to each peer
 	closed bool
 	wg     sync.WaitGroup
 
@@ -78,7 +85,8 @@ func newVotes(m *Mux) (*votes, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &votes{mux: m, layer: layer, groups: map[string]*appendTransport{}, idle: map[raft.ServerAddress][]*voteConn{}}
+	v := &votes{mux: m, layer: layer, groups: map[string]*appendTransport{}, idle: map[raft.ServerAddress][]*voteConn{},
+		slots: map[raft.ServerAddress]chan struct{}{}}
 	v.wg.Add(1)
 	go v.accept()
 	return v, nil
@@ -141,6 +149,11 @@ func (v *votes) call(target raft.ServerAddress, group string, kind byte, req, re
 		return fmt.Errorf("replication: vote request of %d bytes", len(frame)-4)
 	}
 	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+	release, err := v.slot(target, min(timeout, voteWait))
+	if err != nil {
+		return err
+	}
+	defer release()
 	c, err := v.get(target, timeout)
 	if err != nil {
 		return err
@@ -170,6 +183,34 @@ func (v *votes) call(target raft.ServerAddress, group string, kind byte, req, re
 	return codec.NewDecoderBytes(payload[1:], msgpackHandle).Decode(resp)
 }
 
+// errVotesBusy refuses a request that found every stream to its peer
+// busy for voteWait.
+var errVotesBusy = errors.New("replication: every vote stream to the peer is busy")
+
+// slot takes one of the voteStreams slots of target, waiting at most
+// wait, and returns its release.
+func (v *votes) slot(target raft.ServerAddress, wait time.Duration) (func(), error) {
+	v.mu.Lock()
+	s := v.slots[target]
+	if s == nil {
+		s = make(chan struct{}, voteStreams)
+		v.slots[target] = s
+	}
+	v.mu.Unlock()
+	select {
+	case s <- struct{}{}:
+	default:
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case s <- struct{}{}:
+		case <-t.C:
+			return nil, errVotesBusy
+		}
+	}
+	return func() { <-s }, nil
+}
+
 func (v *votes) get(target raft.ServerAddress, timeout time.Duration) (*voteConn, error) {
 	v.mu.Lock()
 	if v.closed {
@@ -192,7 +233,7 @@ func (v *votes) get(target raft.ServerAddress, timeout time.Duration) (*voteConn
 
 func (v *votes) put(target raft.ServerAddress, c *voteConn) {
 	v.mu.Lock()
-	if !v.closed && len(v.idle[target]) < voteIdle {
+	if !v.closed && len(v.idle[target]) < voteStreams {
 		v.idle[target] = append(v.idle[target], c)
 		c = nil
 	}

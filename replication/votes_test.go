@@ -1,8 +1,11 @@
 package replication
 
 import (
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 // TestVotesOnVoteStreams: elections and leadership transfers go over the
@@ -51,4 +54,31 @@ func TestVotesOnVoteStreams(t *testing.T) {
 	g.produce(nl, a, 5, 5)
 	g.start(ld)
 	g.checkConverged(a)
+}
+
+// TestVoteSlotsBoundStreams: at most voteStreams requests to a peer are in
+// flight; one more is refused after voteWait, not queued, and is let
+// through once one ends; other peers are not held up.
+func TestVoteSlotsBoundStreams(t *testing.T) {
+	v := &votes{slots: map[raft.ServerAddress]chan struct{}{}}
+	var releases []func()
+	for i := 0; i < voteStreams; i++ {
+		r, err := v.slot("a", time.Second)
+		if err != nil {
+			t.Fatalf("slot %d: %v", i, err)
+		}
+		releases = append(releases, r)
+	}
+	if _, err := v.slot("a", 10*time.Millisecond); !errors.Is(err, errVotesBusy) {
+		t.Fatalf("a request past the bound: %v, want errVotesBusy", err)
+	}
+	if r, err := v.slot("b", 10*time.Millisecond); err != nil {
+		t.Fatalf("another peer: %v", err)
+	} else {
+		r()
+	}
+	releases[0]()
+	if _, err := v.slot("a", 10*time.Millisecond); err != nil {
+		t.Fatalf("after one ended: %v", err)
+	}
 }
