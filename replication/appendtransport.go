@@ -47,9 +47,11 @@ type appendTransport struct {
 	hbMu sync.Mutex
 	hbFn func(raft.RPC)
 
+	beating inFlight // heartbeats answered here on their way to followers
+
+	pool idlePool[*appendConn]
+
 	mu       sync.Mutex
-	pool     map[raft.ServerAddress][]*appendConn
-	beating  map[raft.ServerAddress]bool // a heartbeat answered here is on its way to it
 	accepted map[net.Conn]struct{}
 	closed   bool
 
@@ -103,7 +105,6 @@ func newAppendTransport(inner raft.Transport, layer raft.StreamLayer, timeout ti
 	t := &appendTransport{
 		Transport: inner, layer: layer, timeout: timeout, maxPool: maxPool, maxInFlight: max(maxInFlight, 2), logger: logger,
 		consumeCh: make(chan raft.RPC),
-		pool:      map[raft.ServerAddress][]*appendConn{},
 		accepted:  map[net.Conn]struct{}{},
 		shutdown:  make(chan struct{}),
 	}
@@ -191,18 +192,9 @@ func (t *appendTransport) RequestPreVote(id raft.ServerID, target raft.ServerAdd
 }
 
 func (t *appendTransport) getConn(target raft.ServerAddress) (*appendConn, error) {
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil, raft.ErrTransportShutdown
+	if c, err := t.pool.take(target); c != nil || err != nil {
+		return c, err
 	}
-	if cs := t.pool[target]; len(cs) > 0 {
-		c := cs[len(cs)-1]
-		t.pool[target] = cs[:len(cs)-1]
-		t.mu.Unlock()
-		return c, nil
-	}
-	t.mu.Unlock()
 	c, err := t.layer.Dial(target, t.timeout)
 	if err != nil {
 		return nil, err
@@ -211,15 +203,61 @@ func (t *appendTransport) getConn(target raft.ServerAddress) (*appendConn, error
 }
 
 func (t *appendTransport) returnConn(c *appendConn) {
-	t.mu.Lock()
-	if !t.closed && len(t.pool[c.target]) < t.maxPool {
-		t.pool[c.target] = append(t.pool[c.target], c)
-		c = nil
-	}
-	t.mu.Unlock()
-	if c != nil {
+	if !t.pool.keep(c.target, c, t.maxPool) {
 		abort(c.conn)
 	}
+}
+
+// idlePool keeps idle connections to each peer for the next request.
+type idlePool[C comparable] struct {
+	mu     sync.Mutex
+	idle   map[raft.ServerAddress][]C
+	closed bool
+}
+
+// take returns an idle connection to target, the zero C when there is
+// none, or ErrTransportShutdown once the pool is closed.
+func (p *idlePool[C]) take(target raft.ServerAddress) (C, error) {
+	var none C
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return none, raft.ErrTransportShutdown
+	}
+	cs := p.idle[target]
+	if len(cs) == 0 {
+		return none, nil
+	}
+	p.idle[target] = cs[:len(cs)-1]
+	return cs[len(cs)-1], nil
+}
+
+// keep keeps c for the next request to target unless limit are kept
+// already or the pool is closed; false: the caller closes it.
+func (p *idlePool[C]) keep(target raft.ServerAddress, c C, limit int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || len(p.idle[target]) >= limit {
+		return false
+	}
+	if p.idle == nil {
+		p.idle = map[raft.ServerAddress][]C{}
+	}
+	p.idle[target] = append(p.idle[target], c)
+	return true
+}
+
+// close closes the pool and returns what it kept, for the caller to close.
+func (p *idlePool[C]) close() []C {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	var out []C
+	for _, cs := range p.idle {
+		out = append(out, cs...)
+	}
+	p.idle = nil
+	return out
 }
 
 // AppendEntries implements raft.Transport.
@@ -237,27 +275,46 @@ func (t *appendTransport) AppendEntries(id raft.ServerID, target raft.ServerAddr
 // heartbeatBehind sends a heartbeat answered here to the follower, in
 // the background, unless the last one to it is still on its way.
 func (t *appendTransport) heartbeatBehind(id raft.ServerID, target raft.ServerAddress, args raft.AppendEntriesRequest) {
-	t.mu.Lock()
-	if t.closed || t.beating[target] {
-		t.mu.Unlock()
+	if !t.beating.start(target) {
 		return
 	}
-	if t.beating == nil {
-		t.beating = map[raft.ServerAddress]bool{}
-	}
-	t.beating[target] = true
-	t.mu.Unlock()
 	// Not under t.wg: Close must not wait for a request to a starved
 	// peer; once closed, the transport dials nothing more.
 	go func() {
+		defer t.beating.done(target)
 		var resp raft.AppendEntriesResponse
 		if err := t.sendAppend(id, target, &args, &resp); err != nil {
 			t.logger.Debug("heartbeat failed", "peer", target, "error", err)
 		}
-		t.mu.Lock()
-		delete(t.beating, target)
-		t.mu.Unlock()
 	}()
+}
+
+// inFlight is the peers a request is on its way to, where one at a time
+// is enough (a heartbeat, a pre-vote).
+type inFlight struct {
+	mu sync.Mutex
+	to map[raft.ServerAddress]bool
+}
+
+// start marks a request on its way to target; false when one already is.
+func (f *inFlight) start(target raft.ServerAddress) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.to[target] {
+		return false
+	}
+	if f.to == nil {
+		f.to = map[raft.ServerAddress]bool{}
+	}
+	f.to[target] = true
+	return true
+}
+
+// done marks the request to target answered or failed.
+func (f *inFlight) done(target raft.ServerAddress) {
+	f.mu.Lock()
+	delete(f.to, target)
+	f.mu.Unlock()
 }
 
 // sendAppend sends an append to the follower at target and reads its
@@ -379,8 +436,7 @@ func (t *appendTransport) serve(c net.Conn) {
 		if len(leader) == 0 {
 			leader = req.Leader
 		}
-		heartbeat := req.Term != 0 && len(leader) > 0 && req.PrevLogEntry == 0 && req.PrevLogTerm == 0 &&
-			len(req.Entries) == 0 && req.LeaderCommitIndex == 0
+		heartbeat := len(leader) > 0 && isHeartbeat(req)
 		var hb func(raft.RPC)
 		if heartbeat {
 			t.hbMu.Lock()
@@ -431,13 +487,10 @@ func (t *appendTransport) Close() error {
 		for c := range t.accepted {
 			conns = append(conns, c)
 		}
-		for _, cs := range t.pool {
-			for _, c := range cs {
-				conns = append(conns, c.conn)
-			}
-		}
-		t.pool = map[raft.ServerAddress][]*appendConn{}
 		t.mu.Unlock()
+		for _, c := range t.pool.close() {
+			conns = append(conns, c.conn)
+		}
 		for _, c := range conns {
 			abort(c)
 		}

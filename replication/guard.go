@@ -51,8 +51,7 @@ type guardTransport struct {
 	hold func(candidate []byte) bool
 
 	held      atomic.Uint64 // pre-votes held, both ways
-	preMu     sync.Mutex
-	preVoting map[raft.ServerAddress]bool // a pre-vote to it is in flight
+	preVoting inFlight
 
 	gated atomic.Bool
 	// allowed is the one candidate a gated replica may vote for while
@@ -164,30 +163,15 @@ func (g *guardTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddr
 	if g.prevote == nil {
 		return errors.New("replication: transport without pre-vote")
 	}
+	// Held, or one already on its way: refused here, as the peer would.
 	if g.hold != nil && g.hold(nil) {
 		g.held.Add(1)
-		*resp = raft.RequestPreVoteResponse{RPCHeader: args.RPCHeader, Term: args.Term, Granted: false}
-		return nil
+	} else if g.preVoting.start(target) {
+		defer g.preVoting.done(target)
+		return g.prevote.RequestPreVote(id, target, args, resp)
 	}
-	g.preMu.Lock()
-	busy := g.preVoting[target]
-	if !busy {
-		if g.preVoting == nil {
-			g.preVoting = map[raft.ServerAddress]bool{}
-		}
-		g.preVoting[target] = true
-	}
-	g.preMu.Unlock()
-	if busy {
-		*resp = raft.RequestPreVoteResponse{RPCHeader: args.RPCHeader, Term: args.Term, Granted: false}
-		return nil
-	}
-	defer func() {
-		g.preMu.Lock()
-		delete(g.preVoting, target)
-		g.preMu.Unlock()
-	}()
-	return g.prevote.RequestPreVote(id, target, args, resp)
+	*resp = raft.RequestPreVoteResponse{RPCHeader: args.RPCHeader, Term: args.Term, Granted: false}
+	return nil
 }
 
 // Close implements raft.WithClose.

@@ -237,12 +237,18 @@ func (l *outLink) send(e quiesceEvent) {
 
 // link returns the link to addr, starting it if there is none.
 func (q *Quiescer) link(addr raft.ServerAddress) *outLink {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if l := q.out[addr]; l != nil || q.closed {
+	q.mu.RLock() // taken on every request to a peer without a link
+	l := q.out[addr]
+	q.mu.RUnlock()
+	if l != nil {
 		return l
 	}
-	l := &outLink{addr: addr, kick: make(chan struct{}, 1)}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if l = q.out[addr]; l != nil || q.closed {
+		return l
+	}
+	l = &outLink{addr: addr, kick: make(chan struct{}, 1)}
 	q.out[addr] = l
 	q.wg.Add(1)
 	go q.runOut(l)
@@ -523,6 +529,19 @@ func (q *Quiescer) peer(addr raft.ServerAddress) *peerIn {
 	q.mu.RLock()
 	p := q.peers[addr]
 	q.mu.RUnlock()
+	return q.live(p)
+}
+
+// peerOf is peer for an address a request carried, without converting
+// it to a string.
+func (q *Quiescer) peerOf(addr []byte) *peerIn {
+	q.mu.RLock()
+	p := q.peers[raft.ServerAddress(addr)]
+	q.mu.RUnlock()
+	return q.live(p)
+}
+
+func (q *Quiescer) live(p *peerIn) *peerIn {
 	if p == nil || !p.alive(q.dead) {
 		return nil
 	}
@@ -583,6 +602,8 @@ type groupQuiesce struct {
 	answered atomic.Uint64 // requests answered on a follower's behalf
 	servedN  atomic.Uint64 // requests this replica answered as a follower
 	beatsN   atomic.Uint64 // of which heartbeats
+
+	beatsAnswered atomic.Uint64 // heartbeats to awake followers answered here (answerHeartbeat)
 }
 
 // served is told, by the follower's append stream, each request the
@@ -664,7 +685,7 @@ const electionHold = 10 * time.Second
 // heard notes a request of the current term from the leader at addr.
 func (g *groupQuiesce) heard(addr []byte, term uint64, now time.Time) {
 	var inc uint64
-	if p := g.q.peer(raft.ServerAddress(addr)); p != nil {
+	if p := g.q.peerOf(addr); p != nil {
 		inc = p.inc
 	} else {
 		g.q.link(raft.ServerAddress(addr)) // the leader's node dials back
@@ -856,19 +877,32 @@ func (g *groupQuiesce) mayAnswer(id raft.ServerID, target raft.ServerAddress, re
 // cannot acknowledge anything; a follower that moved to a later term
 // tells the leader with its answer to the next append, which goes to it.
 func (g *groupQuiesce) answerHeartbeat(id raft.ServerID, target raft.ServerAddress, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) bool {
-	heartbeat := len(req.Entries) == 0 && req.PrevLogEntry == 0 && req.PrevLogTerm == 0 && req.LeaderCommitIndex == 0
-	if !heartbeat {
+	if !isHeartbeat(req) {
 		return false
 	}
 	if g.q.peer(target) == nil {
 		g.q.link(target) // the follower's node dials back
 		return false
 	}
+	answerFor(id, target, req, 0, resp)
+	g.beatsAnswered.Add(1)
+	return true
+}
+
+// isHeartbeat reports whether req is a hashicorp/raft heartbeat: a
+// request of a term that carries no entries, no previous entry and no
+// commit index.
+func isHeartbeat(req *raft.AppendEntriesRequest) bool {
+	return req.Term != 0 && len(req.Entries) == 0 && req.PrevLogEntry == 0 && req.PrevLogTerm == 0 && req.LeaderCommitIndex == 0
+}
+
+// answerFor fills resp with the success the follower at target would
+// answer req with, its last entry at lastLog.
+func answerFor(id raft.ServerID, target raft.ServerAddress, req *raft.AppendEntriesRequest, lastLog uint64, resp *raft.AppendEntriesResponse) {
 	*resp = raft.AppendEntriesResponse{
 		RPCHeader: raft.RPCHeader{ProtocolVersion: req.ProtocolVersion, ID: []byte(id), Addr: []byte(target)},
-		Term:      req.Term, Success: true,
+		Term:      req.Term, LastLog: lastLog, Success: true,
 	}
-	return true
 }
 
 // noteLeading keeps the leader's own timeouts: raised while every
@@ -942,14 +976,10 @@ func (g *groupQuiesce) answerable(id raft.ServerID, target raft.ServerAddress, r
 	if !ok || m.term != req.Term {
 		return false
 	}
-	heartbeat := req.PrevLogEntry == 0 && req.PrevLogTerm == 0 && req.LeaderCommitIndex == 0
-	if !heartbeat && (req.PrevLogEntry != m.index || req.LeaderCommitIndex != m.index) {
+	if !isHeartbeat(req) && (req.PrevLogEntry != m.index || req.LeaderCommitIndex != m.index) {
 		return false
 	}
-	*resp = raft.AppendEntriesResponse{
-		RPCHeader: raft.RPCHeader{ProtocolVersion: req.ProtocolVersion, ID: []byte(id), Addr: []byte(target)},
-		Term:      req.Term, LastLog: m.index, Success: true,
-	}
+	answerFor(id, target, req, m.index, resp)
 	g.answered.Add(1)
 	return true
 }

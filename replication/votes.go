@@ -66,9 +66,8 @@ type votes struct {
 
 	mu     sync.Mutex
 	groups map[string]*appendTransport
-	idle   map[raft.ServerAddress][]*voteConn
+	idle   idlePool[*voteConn]
 	slots  map[raft.ServerAddress]chan struct{} // requests in flight to each peer
-	closed bool
 	wg     sync.WaitGroup
 
 	served atomic.Uint64 // requests answered
@@ -85,7 +84,7 @@ func newVotes(m *Mux) (*votes, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &votes{mux: m, layer: layer, groups: map[string]*appendTransport{}, idle: map[raft.ServerAddress][]*voteConn{},
+	v := &votes{mux: m, layer: layer, groups: map[string]*appendTransport{},
 		slots: map[raft.ServerAddress]chan struct{}{}}
 	v.wg.Add(1)
 	go v.accept()
@@ -108,16 +107,8 @@ func (v *votes) unregister(group string, t *appendTransport) {
 }
 
 func (v *votes) close() {
-	v.mu.Lock()
-	v.closed = true
-	var conns []*voteConn
-	for _, cs := range v.idle {
-		conns = append(conns, cs...)
-	}
-	v.idle = nil
-	v.mu.Unlock()
 	v.layer.Close()
-	for _, c := range conns {
+	for _, c := range v.idle.close() {
 		c.conn.Close()
 	}
 	v.wg.Wait()
@@ -212,18 +203,9 @@ func (v *votes) slot(target raft.ServerAddress, wait time.Duration) (func(), err
 }
 
 func (v *votes) get(target raft.ServerAddress, timeout time.Duration) (*voteConn, error) {
-	v.mu.Lock()
-	if v.closed {
-		v.mu.Unlock()
-		return nil, raft.ErrTransportShutdown
+	if c, err := v.idle.take(target); c != nil || err != nil {
+		return c, err
 	}
-	if cs := v.idle[target]; len(cs) > 0 {
-		c := cs[len(cs)-1]
-		v.idle[target] = cs[:len(cs)-1]
-		v.mu.Unlock()
-		return c, nil
-	}
-	v.mu.Unlock()
 	conn, err := v.mux.Dial(voteStream, target, timeout)
 	if err != nil {
 		return nil, err
@@ -232,13 +214,7 @@ func (v *votes) get(target raft.ServerAddress, timeout time.Duration) (*voteConn
 }
 
 func (v *votes) put(target raft.ServerAddress, c *voteConn) {
-	v.mu.Lock()
-	if !v.closed && len(v.idle[target]) < voteStreams {
-		v.idle[target] = append(v.idle[target], c)
-		c = nil
-	}
-	v.mu.Unlock()
-	if c != nil {
+	if !v.idle.keep(target, c, voteStreams) {
 		c.conn.Close()
 	}
 }
