@@ -289,6 +289,35 @@ func (t *appendTransport) heartbeatBehind(id raft.ServerID, target raft.ServerAd
 	}()
 }
 
+// campaign makes the replica campaign at once, as a TimeoutNow from its
+// leader at leader would (raft skips the pre-vote and voters grant it
+// though they knew a leader), through the vote guard, which refuses it
+// for a gated replica. Only a replica that follows or campaigns may be
+// told: a leader would step down.
+func (t *appendTransport) campaign(leader raft.ServerAddress) error {
+	respCh := make(chan raft.RPCResponse, 1)
+	rpc := raft.RPC{Command: &raft.TimeoutNowRequest{
+		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, Addr: []byte(leader)},
+	}, RespChan: respCh}
+	timer := time.NewTimer(t.timeout)
+	defer timer.Stop()
+	select {
+	case t.consumeCh <- rpc:
+	case <-t.shutdown:
+		return raft.ErrTransportShutdown
+	case <-timer.C:
+		return errors.New("replication: raft took no campaign request")
+	}
+	select {
+	case resp := <-respCh:
+		return resp.Error
+	case <-t.shutdown:
+		return raft.ErrTransportShutdown
+	case <-timer.C:
+		return errors.New("replication: raft answered no campaign request")
+	}
+}
+
 // inFlight is the peers a request is on its way to, where one at a time
 // is enough (a heartbeat, a pre-vote).
 type inFlight struct {

@@ -288,6 +288,7 @@ func (r *Replica) openTransport() error {
 			trans.Close()
 			return err
 		}
+		g.takeover = trans.campaign
 		r.quiesce, trans.quiesce = g, g
 	}
 	var hold func([]byte) bool

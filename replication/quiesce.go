@@ -43,11 +43,16 @@ import (
 //     "woke") on the first request carrying anything new, when its Raft
 //     state changes, when the leader's node tells that it stopped leading
 //     the group, and when the link from the leader's node ends or stays
-//     silent for Dead (the node died, paused or was cut off). When the
-//     leader's node is gone, the followers of each group wake one after
-//     another in an order drawn from the group's name, so that the first
-//     wins the election unopposed and the groups' leadership spreads over
-//     the nodes left.
+//     silent for Dead (the node died, paused or was cut off).
+//   - When the link from a node ends and no link of the same incarnation
+//     replaces it within two ticks, every group led from that node,
+//     quiesced or not, elects at once: one voter left per group, drawn
+//     from the group's name among those on live nodes, campaigns as on a
+//     leadership transfer, and the others hold their own campaigns for a
+//     while (leaderGone). So a node's death costs each group it led one
+//     vote's round trip rather than its election timeout, no candidate
+//     opposes another, and the groups' leadership spreads over the nodes
+//     left.
 //
 // Link protocol (frozen), on the mux stream named quiesceStream, one each
 // way per pair of nodes, the dialer sending and the acceptor reading:
@@ -72,9 +77,15 @@ type Quiescer struct {
 	dead   time.Duration
 	inc    uint64
 
-	mu     sync.RWMutex // peer, taken for every empty append a leader sends, reads
-	out    map[raft.ServerAddress]*outLink
-	peers  map[raft.ServerAddress]*peerIn
+	mu    sync.RWMutex // peer, taken for every empty append a leader sends, reads
+	out   map[raft.ServerAddress]*outLink
+	peers map[raft.ServerAddress]*peerIn
+	// departing is the incarnation of each peer whose link ended while
+	// failover waits to see whether it links again.
+	departing map[raft.ServerAddress]uint64
+	// gone is the peers whose link ended and did not come back: dead,
+	// until they link again.
+	gone   map[raft.ServerAddress]bool
 	groups map[string]*groupQuiesce
 	closed bool
 
@@ -138,7 +149,8 @@ func NewQuiescer(m *Mux, cfg QuiescerConfig) (*Quiescer, error) {
 	}
 	q := &Quiescer{
 		mux: m, layer: layer, logger: cfg.Logger, tick: cfg.Tick, dead: cfg.Dead, inc: rand.Uint64() | 1, // 0: none
-		out: map[raft.ServerAddress]*outLink{}, peers: map[raft.ServerAddress]*peerIn{},
+		out: map[raft.ServerAddress]*outLink{}, peers: map[raft.ServerAddress]*peerIn{}, departing: map[raft.ServerAddress]uint64{},
+		gone:   map[raft.ServerAddress]bool{},
 		groups: map[string]*groupQuiesce{}, stop: make(chan struct{}),
 	}
 	q.wg.Add(1)
@@ -415,10 +427,13 @@ func (q *Quiescer) readLink(c net.Conn) {
 	}
 	old := q.peers[addr]
 	q.peers[addr] = p
+	delete(q.gone, addr)
 	q.mu.Unlock()
 	if old != nil {
 		old.conn.Close()
-		q.peerGone(addr, "link replaced")
+		if old.inc != inc {
+			q.peerGone(addr, "leader's node restarted")
+		}
 	}
 	// Links come in pairs: the peer learns this node's liveness from the
 	// link back.
@@ -428,13 +443,61 @@ func (q *Quiescer) readLink(c net.Conn) {
 	current := q.peers[addr] == p
 	if current {
 		delete(q.peers, addr)
+		q.departing[addr] = inc
 	}
 	closed := q.closed
 	q.mu.Unlock()
 	if current && !closed {
-		q.logger.Info("quiescence link from a peer ended: waking the groups it led", "peer", addr, "error", err)
-		q.peerGone(addr, "leader's node unreachable")
+		q.logger.Info("quiescence link from a peer ended: its groups elect unless it links again", "peer", addr, "error", err)
+		q.wg.Add(1)
+		go q.failover(addr, inc)
 	}
+}
+
+// failover elects new leaders for the groups led from addr, whose link
+// of incarnation inc ended, unless a link of that incarnation comes back
+// within two ticks (the node lives; its link broke and was redialed).
+func (q *Quiescer) failover(addr raft.ServerAddress, inc uint64) {
+	defer q.wg.Done()
+	t := time.NewTimer(2 * q.tick)
+	defer t.Stop()
+	select {
+	case <-q.stop:
+		return
+	case <-t.C:
+	}
+	q.mu.Lock()
+	if q.departing[addr] == inc {
+		delete(q.departing, addr)
+	}
+	p := q.live(q.peers[addr])
+	if p == nil {
+		q.gone[addr] = true
+	}
+	q.mu.Unlock()
+	if p != nil && p.inc == inc {
+		return
+	}
+	q.peerGone(addr, "leader's node unreachable")
+}
+
+// isGone reports whether the link from addr ended and did not come back.
+func (q *Quiescer) isGone(addr raft.ServerAddress) bool {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	return q.gone[addr]
+}
+
+// holdsFor reports whether a link from addr of incarnation inc is
+// alive, or ended so recently that failover still waits on it.
+func (q *Quiescer) holdsFor(addr raft.ServerAddress, inc uint64) bool {
+	q.mu.RLock()
+	p, dep := q.peers[addr], q.departing[addr]
+	q.mu.RUnlock()
+	if p = q.live(p); p != nil {
+		return p.inc == inc
+	}
+	return dep == inc
 }
 
 func readHello(r *bufio.Reader) (uint64, raft.ServerAddress, error) {
@@ -510,13 +573,11 @@ func (q *Quiescer) readEvents(r *bufio.Reader, c net.Conn, p *peerIn) error {
 	}
 }
 
-// peerGone wakes the groups quiesced under the peer at addr.
+// peerGone elects new leaders for the groups led from the node at addr,
+// quiesced or not.
 func (q *Quiescer) peerGone(addr raft.ServerAddress, why string) {
 	for _, g := range q.registered() {
-		g.mu.Lock()
-		under := g.quiesced && g.leader == addr
-		g.mu.Unlock()
-		if under {
+		if g.ledFrom(addr) {
 			// Each in its own goroutine: leaderGone asks Raft for the
 			// group's configuration.
 			go g.leaderGone(addr, why)
@@ -579,7 +640,6 @@ type groupQuiesce struct {
 	leaderInc   uint64             // the incarnation of its node's link
 	term, index uint64
 	lastEntries time.Time
-	wakeGen     uint64 // a staggered wake still pending applies only if unchanged
 
 	// As a leader: the followers' requests of lterm, true for those
 	// answered here last; while every one was (leaderQuiet), the leader's
@@ -598,6 +658,13 @@ type groupQuiesce struct {
 	heardTerm   uint64
 	heardInc    uint64
 	steppedTerm uint64
+
+	// After the leader's node went: until yieldUntil the replica holds
+	// its own campaigns, another voter taking over (leaderGone);
+	// takeover makes this one campaign at once.
+	yieldUntil time.Time
+	takeover   func(leader raft.ServerAddress) error
+	takeovers  atomic.Uint64
 
 	answered atomic.Uint64 // requests answered on a follower's behalf
 	servedN  atomic.Uint64 // requests this replica answered as a follower
@@ -641,7 +708,7 @@ func (g *groupQuiesce) served(leaderAddr []byte, req *raft.AppendEntriesRequest,
 				g.q.sendTo(g.leader, quiesceEvent{kind: kindFollower, group: g.name, term: g.term, index: g.index})
 			}
 		default:
-			g.wakeLocked("the leader sent something new", 0)
+			g.wakeLocked("the leader sent something new")
 		}
 		return
 	}
@@ -674,7 +741,6 @@ func (g *groupQuiesce) served(leaderAddr []byte, req *raft.AppendEntriesRequest,
 		return
 	}
 	g.quiesced, g.leader, g.leaderInc, g.term, g.index = true, leader, p.inc, req.Term, req.PrevLogEntry
-	g.wakeGen++
 	g.q.sendTo(leader, quiesceEvent{kind: kindFollower, group: g.name, term: g.term, index: g.index})
 }
 
@@ -714,13 +780,15 @@ func (g *groupQuiesce) heard(addr []byte, term uint64, now time.Time) {
 // leader stepped down, or after electionHold.
 func (g *groupQuiesce) holdsElection(candidate []byte) bool {
 	g.mu.Lock()
-	leader, at, inc := g.heardFrom, g.heardAt, g.heardInc
+	leader, at, inc, yield := g.heardFrom, g.heardAt, g.heardInc, g.yieldUntil
 	g.mu.Unlock()
+	if candidate == nil && time.Now().Before(yield) {
+		return true // another voter takes over from a dead leader (leaderGone)
+	}
 	if leader == "" || inc == 0 || string(leader) == string(candidate) || time.Since(at) > electionHold {
 		return false
 	}
-	p := g.q.peer(leader)
-	return p != nil && p.inc == inc
+	return g.q.holdsFor(leader, inc)
 }
 
 // forgetLeaderLocked ends the hold on elections: the leader heard of
@@ -730,42 +798,25 @@ func (g *groupQuiesce) forgetLeaderLocked() {
 	g.heardFrom, g.heardInc = "", 0
 }
 
-// wakeLocked lowers the replica's timeouts back, after delay.
-func (g *groupQuiesce) wakeLocked(why string, delay time.Duration) {
+// wakeLocked sets the replica's timeouts back as configured.
+func (g *groupQuiesce) wakeLocked(why string) {
 	if !g.quiesced {
 		return
 	}
 	g.quiesced = false
-	g.wakeGen++
 	g.q.sendTo(g.leader, quiesceEvent{kind: kindWoke, group: g.name})
-	g.logger.Debug("waking", "reason", why, "delay", delay)
-	rf := g.raft.Load()
-	if rf == nil {
-		return
-	}
-	if delay <= 0 {
+	g.logger.Debug("waking", "reason", why)
+	if rf := g.raft.Load(); rf != nil {
 		if err := rf.ReloadConfig(g.awake); err != nil {
 			g.logger.Warn("waking failed", "error", err)
 		}
-		return
 	}
-	gen := g.wakeGen
-	time.AfterFunc(delay, func() {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		if g.closed || g.wakeGen != gen {
-			return
-		}
-		if err := rf.ReloadConfig(g.awake); err != nil {
-			g.logger.Warn("waking failed", "error", err)
-		}
-	})
 }
 
 // wake wakes the replica now.
 func (g *groupQuiesce) wake(why string) {
 	g.mu.Lock()
-	g.wakeLocked(why, 0)
+	g.wakeLocked(why)
 	g.mu.Unlock()
 }
 
@@ -777,47 +828,100 @@ func (g *groupQuiesce) leaderWake(p *peerIn, why string) {
 		g.forgetLeaderLocked()
 	}
 	if g.quiesced && g.leaderInc == p.inc {
-		g.wakeLocked(why, 0)
+		g.wakeLocked(why)
 	}
 }
 
-// leaderGone wakes the replica after its leader's node went: the
-// followers left wake one after another, in an order drawn from the
-// group's name, the first last, so that when the first campaigns the
-// others have forgotten the leader and grant their votes.
+// ledFrom reports whether the replica follows a leader at addr: quiesced
+// under it, told so by Raft, or last heard from it.
+func (g *groupQuiesce) ledFrom(addr raft.ServerAddress) bool {
+	g.mu.Lock()
+	under := (g.quiesced && g.leader == addr) || g.heardFrom == addr
+	g.mu.Unlock()
+	if under {
+		return true
+	}
+	rf := g.raft.Load()
+	if rf == nil {
+		return false
+	}
+	a, _ := rf.LeaderWithID()
+	return a == addr
+}
+
+// takeoverYield is how long the followers of a dead leader that are not
+// to campaign hold their own campaigns back: the one that is has that
+// long to win unopposed.
+const takeoverYield = 3 * time.Second
+
+// leaderGone elects a new leader after the node of the replica's leader
+// went: of the voters left on nodes not known dead, the first in an order drawn
+// from the group's name campaigns at once, as on a leadership transfer
+// (no pre-vote; the others grant their votes though they knew a leader),
+// and the others hold their own campaigns for takeoverYield. So a node's
+// death elects every group it led in one round trip each, without a
+// candidate opposing another, and the groups' leadership spreads over the
+// nodes left.
 func (g *groupQuiesce) leaderGone(leader raft.ServerAddress, why string) {
-	var delay time.Duration
-	if rf := g.raft.Load(); rf != nil {
-		if f := rf.GetConfiguration(); f.Error() == nil {
-			var ids []raft.ServerID
-			for _, s := range f.Configuration().Servers {
-				if s.Suffrage == raft.Voter && s.Address != leader {
-					ids = append(ids, s.ID)
-				}
-			}
-			rank := func(id raft.ServerID) uint64 {
-				h := fnv.New64a()
-				h.Write([]byte(g.name))
-				h.Write([]byte(id))
-				return h.Sum64()
-			}
-			// The first of the followers left, by rank, waits.
-			first, mine := true, rank(g.self)
-			for _, id := range ids {
-				if id != g.self && rank(id) < mine {
-					first = false
-				}
-			}
-			if len(ids) > 1 && first {
-				delay = g.awake.ElectionTimeout / 5
-			}
+	rf := g.raft.Load()
+	if rf == nil || (rf.State() != raft.Follower && rf.State() != raft.Candidate) {
+		return
+	}
+	f := rf.GetConfiguration()
+	if f.Error() != nil {
+		return
+	}
+	first, mine := true, takeoverRank(g.name, g.self)
+	voter := false
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage != raft.Voter || s.Address == leader {
+			continue
+		}
+		if s.ID == g.self {
+			voter = true
+			continue
+		}
+		if !g.q.isGone(s.Address) && takeoverRank(g.name, s.ID) < mine {
+			first = false
 		}
 	}
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.quiesced && g.leader == leader {
-		g.wakeLocked(why, delay)
+	if g.closed {
+		g.mu.Unlock()
+		return
 	}
+	if g.quiesced && g.leader == leader {
+		g.wakeLocked(why)
+	}
+	if g.heardFrom == leader {
+		g.forgetLeaderLocked()
+	}
+	if !voter || !first {
+		g.yieldUntil = time.Now().Add(takeoverYield)
+		g.mu.Unlock()
+		return
+	}
+	g.mu.Unlock()
+	if g.takeover == nil || rf.State() == raft.Leader {
+		return
+	}
+	if a, _ := rf.LeaderWithID(); a != "" && a != leader {
+		return // it heard of a new leader meanwhile
+	}
+	g.logger.Info("the leader's node is gone: campaigning at once", "leader", leader)
+	if err := g.takeover(leader); err != nil {
+		g.logger.Warn("campaigning after the leader's node went failed", "error", err)
+		return
+	}
+	g.takeovers.Add(1)
+}
+
+// takeoverRank orders a group's voters for leaderGone.
+func takeoverRank(group string, id raft.ServerID) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(group))
+	h.Write([]byte(id))
+	return h.Sum64()
 }
 
 // leaderHeard is when the link from the leader's node last spoke, while

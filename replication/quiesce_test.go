@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -197,5 +198,47 @@ func TestLeaderAnswersHeartbeatsWhileFollowerNodesLive(t *testing.T) {
 	}
 	if ld.rep.quiesce.answerHeartbeat(raft.ServerID(f.rep.ServerID()), "127.0.0.1:1", hb, &resp) {
 		t.Fatal("a heartbeat to a node without a link was answered")
+	}
+}
+
+// TestLeadersNodeDeathElectsInOneTerm: when the leader's node dies, one
+// follower campaigns at once, as on a leadership transfer, and the other
+// votes for it rather than campaign against it: the group elects in the
+// next term, whether its followers were quiesced or awake (here woken
+// behind the quiescence's back, so that they time out and are held).
+func TestLeadersNodeDeathElectsInOneTerm(t *testing.T) {
+	for _, awake := range []bool{false, true} {
+		t.Run(fmt.Sprintf("awake=%v", awake), func(t *testing.T) {
+			g, a, ld := quiescedGroup(t)
+			fs := g.others(ld)
+			if awake {
+				for _, f := range fs {
+					if err := f.rep.raft.ReloadConfig(f.rep.quiesce.awake); err != nil {
+						t.Fatal(err)
+					}
+				}
+				waitFor(t, "the followers to campaign and be held", 20*time.Second, func() bool {
+					return fs[0].rep.guard.held.Load() >= 2 && fs[1].rep.guard.held.Load() >= 2
+				})
+			}
+			term := ld.rep.Term()
+			g.kill(ld)
+			nl := g.leader(fs...)
+			if got := nl.rep.Term(); got != term+1 {
+				t.Fatalf("%s leads in term %d, the dead leader's was %d", nl.name, got, term)
+			}
+			for _, f := range fs {
+				want := uint64(0)
+				if f == nl {
+					want = 1
+				}
+				if got := f.rep.quiesce.takeovers.Load(); got != want {
+					t.Fatalf("%s took over %d times, want %d (%s leads)", f.name, got, want, nl.name)
+				}
+			}
+			g.produce(nl, a, 5, 5)
+			g.start(ld)
+			g.checkConverged(a)
+		})
 	}
 }

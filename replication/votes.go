@@ -32,8 +32,10 @@ import (
 // at once (the candidate counts the peer's vote as refused and campaigns
 // again later) rather than queued. A storm of thousands of campaigns
 // opening a stream each had them wait on yamux's bound of streams being
-// opened until long after their candidates had given up. A peer that does not host voteStream (a node that predates it)
-// is sent them through the NetworkTransport, which also serves those it
+// opened until long after their candidates had given up; voteWait is the
+// shortest election timeout, past which a candidate gives up anyway. A
+// peer that does not host voteStream (a node that predates it) is sent
+// them through the NetworkTransport, which also serves those it
 // sends here.
 //
 // Frames (frozen), both ways: a 4-byte big-endian length (≤
@@ -53,8 +55,8 @@ const (
 
 const (
 	maxVoteFrame = 64 << 10
-	voteStreams  = 32
-	voteWait     = 300 * time.Millisecond
+	voteStreams  = 128
+	voteWait     = time.Second
 	voteBuffer   = 1 << 10
 )
 
