@@ -369,16 +369,35 @@ func appendGroupName(dst []byte, topic string, p int32, id [16]byte) []byte {
 // partitionDir is a partition replica's directory, Kafka's <topic>-<partition>.
 func partitionDir(topic string, p int32) string { return fmt.Sprintf("%s-%d", topic, p) }
 
-// PartitionCommitTimeout is a partition group's Raft CommitTimeout when
-// Config.Raft leaves it unset: how long an idle leader waits before it
-// sends each follower an empty append, which carries the commit index and
-// keeps the leader's lease (answered locally while the group is
-// quiesced). Under load appends go out at once whatever it is; idle, it is
-// what a leader costs per follower, so it is ten times Raft's default
-// here (or a third of the lease, when that is shorter), and followers
-// learn a commit up to twice this late (no client reads from them). The controller's group keeps the default: every node
-// applies the metadata as soon as it is committed.
-const PartitionCommitTimeout = 200 * time.Millisecond
+// PartitionLease is a partition group's Raft heartbeat, election and
+// leader lease timeouts when Config.Raft leaves them unset. An idle
+// group's leader must hear from a quorum within a lease, so its
+// heartbeats (answered by its own transport while the followers' nodes
+// live) go out every quarter to half of one: that is what an idle
+// partition costs, per follower. Twice Raft's default halves it, and
+// rides out twice as long a stall of a node's CPU without every leader
+// on it stepping down. It does not slow failover: a node's death elects
+// the groups it led within a vote's round trip of its link ending
+// (replication's quiescence), not on the followers' timeouts. The
+// controller's group keeps Raft's defaults.
+const PartitionLease = 2 * time.Second
+
+// partitionRaft is the Raft configuration of a partition group: unset
+// timeouts at PartitionLease, and the CommitTimeout, unset, at the
+// lease: it is how long an idle leader waits before it sends each
+// follower an empty append, which carries only the commit index (the
+// heartbeats keep the lease). Under load appends go out at once
+// whatever it is; followers learn a commit up to twice this late, and no
+// client reads from them.
+func partitionRaft(rc replication.RaftConfig) replication.RaftConfig {
+	if rc.HeartbeatTimeout == 0 && rc.ElectionTimeout == 0 && rc.LeaderLeaseTimeout == 0 {
+		rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = PartitionLease, PartitionLease, PartitionLease
+	}
+	if rc.CommitTimeout == 0 {
+		rc.CommitTimeout = cmp.Or(rc.LeaderLeaseTimeout, rc.HeartbeatTimeout, time.Second)
+	}
+	return rc
+}
 
 // openReplica opens a local replica of group in dirName (under DataDir),
 // in the dense offset layout or the legacy one; gate, when not empty,
@@ -391,11 +410,8 @@ func (n *Node) openReplica(group, dirName string, lc log.Config, dense bool, gat
 		indexDir = filepath.Join(dir, "index") // mmapped: on the OS's file system
 	}
 	rc := n.cfg.Raft
-	if group != controllerGroup && rc.CommitTimeout == 0 {
-		// Within a third of the lease: a quiesced group's leader keeps its
-		// lease with these empty appends alone.
-		lease := cmp.Or(rc.LeaderLeaseTimeout, rc.HeartbeatTimeout, time.Second)
-		rc.CommitTimeout = min(PartitionCommitTimeout, lease/3)
+	if group != controllerGroup {
+		rc = partitionRaft(rc)
 	}
 	r, err := replication.Open(replication.Config{IndexDir: indexDir,
 		Group: group, NodeID: strconv.Itoa(int(n.cfg.NodeID)), ServerID: serverID(n.cfg.NodeID, n.incarnation),

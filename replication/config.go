@@ -90,10 +90,9 @@ func (c RaftConfig) withDefaults() RaftConfig {
 	}
 	def(&c.HeartbeatTimeout, time.Second)
 	def(&c.ElectionTimeout, time.Second)
-	// A lease as long as the heartbeat timeout: a quiesced group's leader
-	// keeps it with the empty appends of every CommitTimeout alone, and
-	// a shorter one stepped leaders down across a node starved of CPU
-	// for a few hundred milliseconds.
+	// A lease as long as the heartbeat timeout: a shorter one stepped
+	// leaders down across a node starved of CPU for a few hundred
+	// milliseconds.
 	def(&c.LeaderLeaseTimeout, c.HeartbeatTimeout)
 	def(&c.CommitTimeout, 20*time.Millisecond)
 	def(&c.SnapshotInterval, 30*time.Second)

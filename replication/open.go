@@ -283,7 +283,7 @@ func (r *Replica) openTransport() error {
 		g, err := q.register(r.cfg.Group, r.serverID, raft.ReloadableConfig{
 			TrailingLogs: rc.TrailingLogs, SnapshotInterval: rc.SnapshotInterval, SnapshotThreshold: rc.SnapshotThreshold,
 			HeartbeatTimeout: rc.HeartbeatTimeout, ElectionTimeout: rc.ElectionTimeout,
-		}, r.logger.Named("quiesce"))
+		}, rc.LeaderLeaseTimeout, r.logger.Named("quiesce"))
 		if err != nil {
 			trans.Close()
 			return err

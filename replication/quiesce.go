@@ -111,11 +111,12 @@ const quiesceStream = "/quiesce"
 // follower: out of reach, since only a wake lowers it.
 const quiescedTimeout = time.Hour
 
-// quietLeaderTimeout is the heartbeat timeout of a leader whose
-// followers are all quiesced: its heartbeats, every tenth to fifth of it,
-// are answered here anyway; its lease is kept by the empty appends of
-// every CommitTimeout.
-const quietLeaderTimeout = 10 * time.Second
+// quietLeaderLeases is the heartbeat timeout of a leader whose followers
+// are all quiesced, in leases: its heartbeats go out every quarter to
+// half a lease (raft sends one every tenth to fifth of the timeout),
+// answered here, and keep its lease; nothing else need go out until the
+// next CommitTimeout, which carries the commit index.
+const quietLeaderLeases = 5 / 2.0
 
 // quiesceIdle is how long a follower must have taken no entries before it
 // quiesces, so that a group under load does not quiesce and wake between
@@ -610,7 +611,7 @@ func (q *Quiescer) live(p *peerIn) *peerIn {
 }
 
 // register makes a replica's group take part.
-func (q *Quiescer) register(name string, self raft.ServerID, awake raft.ReloadableConfig, logger hclog.Logger) (*groupQuiesce, error) {
+func (q *Quiescer) register(name string, self raft.ServerID, awake raft.ReloadableConfig, lease time.Duration, logger hclog.Logger) (*groupQuiesce, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
@@ -619,7 +620,7 @@ func (q *Quiescer) register(name string, self raft.ServerID, awake raft.Reloadab
 	if q.groups[name] != nil {
 		return nil, fmt.Errorf("replication: group %q already takes part in quiescence", name)
 	}
-	g := &groupQuiesce{q: q, name: name, self: self, awake: awake, logger: logger, lastEntries: time.Now()}
+	g := &groupQuiesce{q: q, name: name, self: self, awake: awake, lease: lease, logger: logger, lastEntries: time.Now()}
 	q.groups[name] = g
 	return g, nil
 }
@@ -630,6 +631,7 @@ type groupQuiesce struct {
 	name   string
 	self   raft.ServerID
 	awake  raft.ReloadableConfig
+	lease  time.Duration // the group's LeaderLeaseTimeout
 	logger hclog.Logger
 	raft   atomic.Pointer[raft.Raft]
 
@@ -1041,7 +1043,7 @@ func (g *groupQuiesce) noteLeading(term uint64, target raft.ServerAddress, answe
 	if rf.State() != raft.Leader {
 		return
 	}
-	if err := rf.ReloadConfig(g.reloadable(quietLeaderTimeout)); err != nil {
+	if err := rf.ReloadConfig(g.reloadable(time.Duration(quietLeaderLeases * float64(g.lease)))); err != nil {
 		g.logger.Warn("quieting the leader failed", "error", err)
 		return
 	}

@@ -89,3 +89,31 @@ func BenchmarkKafkaMetricsObserve(b *testing.B) {
 		km.ObserveRequest(o)
 	}
 }
+
+func TestKeyHasPrefix(t *testing.T) {
+	for _, c := range []struct {
+		key    []string
+		prefix string
+		want   bool
+	}{
+		{[]string{"raft", "commitTime"}, "raft.commitTime", true},
+		{[]string{"raft", "replication", "heartbeat"}, "raft.replication.heartbeat", true},
+		{[]string{"raft", "replication", "heartbeat", "1-ab"}, "raft.replication.heartbeat.", true},
+		{[]string{"raft", "replication", "heartbeat"}, "raft.replication.heartbeat.", false},
+		{[]string{"raft", "fsm", "applyBatchNum"}, "raft.fsm.applyBatch", true},
+		{[]string{"raft", "state", "leader"}, "raft.state", true},
+		{[]string{"raft", "stat"}, "raft.state", false},
+		{[]string{"raft", "replication"}, "raft.replication.heartbeat", false},
+		{[]string{"raftx", "state"}, "raft.state", false},
+		{[]string{"raft.state"}, "raft.state", true},
+		{nil, "raft", false},
+	} {
+		if got := keyHasPrefix(c.key, c.prefix); got != c.want {
+			t.Errorf("keyHasPrefix(%q, %q) = %v, want %v", c.key, c.prefix, got, c.want)
+		}
+	}
+	f := filterSink{}
+	if !f.allowed([]string{"raft", "replication", "appendEntries", "rpc"}) || f.allowed([]string{"raft", "replication", "appendEntries", "rpc", "2-cd"}) {
+		t.Error("filterSink passes the per-peer copy or blocks the labelled measurement")
+	}
+}
