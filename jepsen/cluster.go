@@ -108,6 +108,9 @@ func (c *pcluster) start(nd *pnode, partitions int) error {
 		"--kafka-addr", nd.kafka, "--raft-addr", nd.raft, "--gossip-addr", nd.gossip, "--http-addr", nd.httpAddr,
 		"--join", c.join, "--boot-id-file", nd.bootFile, "--expect-nodes", strconv.Itoa(len(c.nodes)),
 		"--controller-voters", strconv.Itoa(min(3, len(c.nodes))), "--default-partitions", strconv.Itoa(partitions),
+		// Room for every replica of the test topics on each node, and the
+		// spare's moves, however many partitions the run asks for.
+		"--max-partitions-per-node", strconv.Itoa(max(1000, 2*partitions+16)),
 		"--log-json", "--log-level", "info", "--pprof"}
 	cmd := exec.Command(c.bin, args...)
 	switch {

@@ -288,7 +288,7 @@ func (r *Replica) openTransport() error {
 			trans.Close()
 			return err
 		}
-		g.takeover = trans.campaign
+		g.takeover, g.votedFor = trans.campaign, r.votedFor
 		r.quiesce, trans.quiesce = g, g
 	}
 	var hold func([]byte) bool

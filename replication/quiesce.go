@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,10 +47,10 @@ import (
 //     silent for Dead (the node died, paused or was cut off).
 //   - When the link from a node ends and no link of the same incarnation
 //     replaces it within two ticks, every group led from that node,
-//     quiesced or not, elects at once: one voter left per group, drawn
-//     from the group's name among those on live nodes, campaigns as on a
-//     leadership transfer, and the others hold their own campaigns for a
-//     while (leaderGone). So a node's death costs each group it led one
+//     quiesced or not, elects at once: the voters left on live nodes take
+//     turns, in an order drawn from the group's name, to campaign as on a
+//     leadership transfer while the others hold their own campaigns
+//     (leaderGone). So a node's death costs each group it led one
 //     vote's round trip rather than its election timeout, no candidate
 //     opposes another, and the groups' leadership spreads over the nodes
 //     left.
@@ -661,12 +662,16 @@ type groupQuiesce struct {
 	heardInc    uint64
 	steppedTerm uint64
 
-	// After the leader's node went: until yieldUntil the replica holds
-	// its own campaigns, another voter taking over (leaderGone);
-	// takeover makes this one campaign at once.
-	yieldUntil time.Time
-	takeover   func(leader raft.ServerAddress) error
-	takeovers  atomic.Uint64
+	// After the leader's node went (leaderGone): until yieldUntil the
+	// replica holds its own campaigns, another voter's turn to take
+	// over; takeover makes this one campaign at once.
+	yieldUntil  time.Time
+	failingOver bool                                  // leaderGone runs
+	takeover    func(leader raft.ServerAddress) error // set before Raft starts; tests replace it under mu
+	// votedFor is the candidate the replica voted for in its current
+	// term, "" if none.
+	votedFor  func() raft.ServerAddress
+	takeovers atomic.Uint64
 
 	answered atomic.Uint64 // requests answered on a follower's behalf
 	servedN  atomic.Uint64 // requests this replica answered as a follower
@@ -851,19 +856,28 @@ func (g *groupQuiesce) ledFrom(addr raft.ServerAddress) bool {
 	return a == addr
 }
 
-// takeoverYield is how long the followers of a dead leader that are not
-// to campaign hold their own campaigns back: the one that is has that
-// long to win unopposed.
-const takeoverYield = 3 * time.Second
+// A dead leader's group elects in turns of takeoverTurn: in each, one
+// voter left campaigns at once and the others hold their own campaigns,
+// until the group has a leader or takeoverTurns have passed (then Raft's
+// own timeouts go on). A turn outlasts a vote's round trip on a node
+// electing a thousand groups at once, each vote two or three fsyncs on
+// either side: with 1.5 s, the next voter's turn often came while its
+// vote for the first was still on its way, and the two split the votes.
+const (
+	takeoverTurn  = 3 * time.Second
+	takeoverTurns = 4
+)
 
 // leaderGone elects a new leader after the node of the replica's leader
-// went: of the voters left on nodes not known dead, the first in an order drawn
-// from the group's name campaigns at once, as on a leadership transfer
-// (no pre-vote; the others grant their votes though they knew a leader),
-// and the others hold their own campaigns for takeoverYield. So a node's
-// death elects every group it led in one round trip each, without a
-// candidate opposing another, and the groups' leadership spreads over the
-// nodes left.
+// went: the voters left on nodes not known dead take turns, in an order
+// drawn from the group's name, to campaign at once, as on a leadership
+// transfer (no pre-vote; the others grant their votes though they knew a
+// leader), while the others hold their own campaigns. So a node's death
+// elects every group it led in one round trip each, without a candidate
+// opposing another; a campaign that fails (a vote refused, a log behind
+// the other's) hands the turn to the next voter rather than to the
+// election timeout; and the groups' leadership spreads over the nodes
+// left.
 func (g *groupQuiesce) leaderGone(leader raft.ServerAddress, why string) {
 	rf := g.raft.Load()
 	if rf == nil || (rf.State() != raft.Follower && rf.State() != raft.Candidate) {
@@ -873,49 +887,113 @@ func (g *groupQuiesce) leaderGone(leader raft.ServerAddress, why string) {
 	if f.Error() != nil {
 		return
 	}
-	first, mine := true, takeoverRank(g.name, g.self)
+	var order []raft.ServerID
 	voter := false
 	for _, s := range f.Configuration().Servers {
-		if s.Suffrage != raft.Voter || s.Address == leader {
+		if s.Suffrage != raft.Voter || s.Address == leader || (s.ID != g.self && g.q.isGone(s.Address)) {
 			continue
 		}
-		if s.ID == g.self {
-			voter = true
-			continue
+		voter = voter || s.ID == g.self
+		order = append(order, s.ID)
+	}
+	sort.Slice(order, func(i, j int) bool { return takeoverRank(g.name, order[i]) < takeoverRank(g.name, order[j]) })
+	// A quiesced replica stays so, its own timeouts out of reach, until
+	// its turn or the end: woken, it would campaign on its timeouts at
+	// once (it heard nothing for long), and raft forgets a TimeoutNow
+	// that finds it campaigning already (the next round, an election
+	// timeout later, starts with a pre-vote again).
+	wake := func() {
+		g.mu.Lock()
+		if g.quiesced && g.leader == leader {
+			g.wakeLocked(why)
 		}
-		if !g.q.isGone(s.Address) && takeoverRank(g.name, s.ID) < mine {
-			first = false
-		}
+		g.mu.Unlock()
 	}
 	g.mu.Lock()
-	if g.closed {
-		g.mu.Unlock()
-		return
-	}
-	if g.quiesced && g.leader == leader {
-		g.wakeLocked(why)
-	}
 	if g.heardFrom == leader {
 		g.forgetLeaderLocked()
 	}
-	if !voter || !first {
-		g.yieldUntil = time.Now().Add(takeoverYield)
+	if g.failingOver {
 		g.mu.Unlock()
 		return
 	}
-	g.mu.Unlock()
-	if g.takeover == nil || rf.State() == raft.Leader {
+	if !voter {
+		g.mu.Unlock()
+		wake()
 		return
+	}
+	g.failingOver = true
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.failingOver, g.yieldUntil = false, time.Time{}
+		g.mu.Unlock()
+		wake()
+	}()
+	timer := time.NewTimer(takeoverTurn)
+	defer timer.Stop()
+	for turn := 0; turn < takeoverTurns; turn++ {
+		mine := order[turn%len(order)] == g.self
+		g.mu.Lock()
+		if g.closed {
+			g.mu.Unlock()
+			return
+		}
+		g.yieldUntil = time.Time{}
+		if !mine {
+			g.yieldUntil = time.Now().Add(takeoverTurn)
+		}
+		takeover := g.takeover
+		g.mu.Unlock()
+		if mine && takeover != nil {
+			if g.takeTurn(rf, leader, takeover, turn) {
+				return
+			}
+			wake()
+		}
+		timer.Reset(takeoverTurn)
+		select {
+		case <-g.q.stop:
+			return
+		case <-timer.C:
+		}
+		if a, _ := rf.LeaderWithID(); rf.State() == raft.Leader || (a != "" && a != leader) {
+			return
+		}
+	}
+}
+
+// takeTurn is the replica's turn to take over from the dead leader: it
+// campaigns at once unless there is no need; true when a leader is known.
+func (g *groupQuiesce) takeTurn(rf *raft.Raft, leader raft.ServerAddress, takeover func(raft.ServerAddress) error, turn int) bool {
+	if rf.State() == raft.Leader {
+		return true
 	}
 	if a, _ := rf.LeaderWithID(); a != "" && a != leader {
-		return // it heard of a new leader meanwhile
+		return true // it heard of a new leader meanwhile
 	}
-	g.logger.Info("the leader's node is gone: campaigning at once", "leader", leader)
-	if err := g.takeover(leader); err != nil {
+	if g.votedFor != nil {
+		if c := g.votedFor(); c != "" && c != leader && c != g.q.mux.Addr() {
+			// A candidate has this replica's vote in its term: it leads
+			// or soon will (its first append may be on its way yet); a
+			// campaign now would depose it.
+			g.logger.Debug("the leader's node is gone: voted for another candidate, not campaigning", "candidate", c, "turn", turn)
+			return false
+		}
+	}
+	// A replica campaigning already (its own timeout ran out first) would
+	// forget the TimeoutNow: its next round's pre-vote, which the others
+	// grant, stands in for it.
+	if rf.State() != raft.Follower {
+		return false
+	}
+	g.logger.Info("the leader's node is gone: campaigning at once", "leader", leader, "turn", turn)
+	if err := takeover(leader); err != nil {
 		g.logger.Warn("campaigning after the leader's node went failed", "error", err)
-		return
+		return false
 	}
 	g.takeovers.Add(1)
+	return false
 }
 
 // takeoverRank orders a group's voters for leaderGone.

@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -228,12 +229,21 @@ func TestLeadersNodeDeathElectsInOneTerm(t *testing.T) {
 				t.Fatalf("%s leads in term %d, the dead leader's was %d", nl.name, got, term)
 			}
 			for _, f := range fs {
-				want := uint64(0)
+				got, want := f.rep.quiesce.takeovers.Load(), uint64(0)
 				if f == nl {
 					want = 1
+					if awake && got == 0 {
+						// Campaigning already, it was not told: its own
+						// next round stood in for the takeover.
+						want = 0
+					}
 				}
-				if got := f.rep.quiesce.takeovers.Load(); got != want {
+				if got != want {
 					t.Fatalf("%s took over %d times, want %d (%s leads)", f.name, got, want, nl.name)
+				}
+				// What keeps a later turn from deposing the winner.
+				if v := f.rep.votedFor(); v != nl.rep.Address() {
+					t.Fatalf("%s voted for %q in term %d, want %q", f.name, v, f.rep.Term(), nl.rep.Address())
 				}
 			}
 			g.produce(nl, a, 5, 5)
@@ -241,4 +251,34 @@ func TestLeadersNodeDeathElectsInOneTerm(t *testing.T) {
 			g.checkConverged(a)
 		})
 	}
+}
+
+// TestTakeoverPassesTheTurn: when the voter whose turn it is to take over
+// from a dead leader cannot campaign (here its campaign fails, as a gated
+// replica's does), the turn passes to the next voter, which wins, well
+// before the election timeouts of Raft would (raised out of reach here).
+func TestTakeoverPassesTheTurn(t *testing.T) {
+	g, a, ld := quiescedGroup(t)
+	fs := g.others(ld)
+	first, next := fs[0], fs[1]
+	if takeoverRank(testGroup, raft.ServerID(next.rep.ServerID())) < takeoverRank(testGroup, raft.ServerID(first.rep.ServerID())) {
+		first, next = next, first
+	}
+	fq := first.rep.quiesce
+	fq.mu.Lock()
+	fq.takeover = func(raft.ServerAddress) error { return errors.New("test: this campaign fails") }
+	// Nor does it campaign on its own timeouts when it wakes.
+	fq.awake.HeartbeatTimeout, fq.awake.ElectionTimeout = time.Hour, time.Hour
+	fq.mu.Unlock()
+	g.kill(ld)
+	nl := g.leader(fs...)
+	if nl != next {
+		t.Fatalf("%s leads, want %s (the next in turn)", nl.name, next.name)
+	}
+	if n := next.rep.quiesce.takeovers.Load(); n != 1 {
+		t.Fatalf("%s took over %d times, want 1", next.name, n)
+	}
+	g.produce(nl, a, 5, 5)
+	g.start(ld)
+	g.checkConverged(a)
 }

@@ -90,6 +90,25 @@ func (r *Replica) ServerID() raft.ServerID { return r.serverID }
 // Address is the Raft address of this replica's node.
 func (r *Replica) Address() raft.ServerAddress { return r.cfg.Mux.Addr() }
 
+// votedFor is the candidate (its address) the replica voted for in its
+// current term, "" if none: hashicorp/raft's own record in the stable
+// store.
+func (r *Replica) votedFor() raft.ServerAddress {
+	rf := r.raftp.Load()
+	if rf == nil {
+		return ""
+	}
+	term := rf.CurrentTerm()
+	if vt, err := r.stable.GetUint64([]byte("LastVoteTerm")); err != nil || vt != term {
+		return ""
+	}
+	cand, err := r.stable.Get([]byte("LastVoteCand"))
+	if err != nil {
+		return ""
+	}
+	return raft.ServerAddress(cand)
+}
+
 // Log is the partition log (for reads; writes go through Append).
 func (r *Replica) Log() *log.Log { return r.log }
 
