@@ -121,14 +121,9 @@ func Open(dir string, opts ...Option) (*Log, error) {
 		l.background = func(fn func()) { go fn() }
 	}
 	l.pin.Store(math.MaxInt64)
-	if err := l.fs.MkdirAll(dir); err != nil {
-		return nil, fmt.Errorf("log: %w", err)
-	}
 	// A new directory survives a crash only once its parent is synced.
-	for d := filepath.Clean(dir); filepath.Dir(d) != d; d = filepath.Dir(d) {
-		if err := l.fs.SyncDir(filepath.Dir(d)); err != nil {
-			return nil, fmt.Errorf("log: sync dir: %w", err)
-		}
+	if err := vfs.MkdirAllSync(l.fs, dir); err != nil {
+		return nil, fmt.Errorf("log: %w", err)
 	}
 	if err := os.MkdirAll(l.indexDir, 0o755); err != nil {
 		return nil, fmt.Errorf("log: %w", err)

@@ -164,6 +164,11 @@ func (t *appendTransport) voted(target raft.ServerAddress, kind byte, req, resp 
 	if t.votes == nil {
 		return false, nil
 	}
+	if t.quiesce != nil && t.quiesce.q.isGone(target) {
+		// Refused here, as a dead peer would: a thousand campaigns after
+		// a node's death each dialed it.
+		return true, errPeerGone
+	}
 	err := t.votes.call(target, t.group, kind, req, resp, t.timeout)
 	if errors.Is(err, ErrGroupNotHosted) {
 		return false, nil

@@ -16,7 +16,7 @@ import (
 func FuzzStableStore(f *testing.F) {
 	mem := vfs.NewMem()
 	mem.MkdirAll("/s")
-	s, err := openStableStore(mem, "/s")
+	s, err := openStableStore(mem, "/s", nil)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func FuzzStableStore(f *testing.F) {
 		if err := vfs.WriteFileAtomic(mem, filepath.Join("/s", stableName), file); err != nil {
 			t.Fatal(err)
 		}
-		s, err := openStableStore(mem, "/s")
+		s, err := openStableStore(mem, "/s", nil)
 		if err != nil {
 			return
 		}
@@ -61,7 +61,7 @@ func FuzzStableStore(f *testing.F) {
 			return // the state does not fit a slot with the change
 		}
 		want[keyCurrentTerm] = s.kv[keyCurrentTerm]
-		s2, err := openStableStore(mem, "/s")
+		s2, err := openStableStore(mem, "/s", nil)
 		if err != nil {
 			t.Fatalf("reopen after a change: %v", err)
 		}

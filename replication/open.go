@@ -107,25 +107,24 @@ func (cfg Config) withDefaults() (Config, error) {
 // the node id and a random suffix) on a new replica.
 func (r *Replica) openIdentity() error {
 	cfg, fsys := r.cfg, r.cfg.FS
-	if err := fsys.MkdirAll(cfg.Dir); err != nil {
+	if err := vfs.MkdirAllSync(fsys, cfg.Dir); err != nil {
 		return err
 	}
-	if err := fsys.SyncDir(filepath.Dir(cfg.Dir)); err != nil {
-		return err
+	id := cfg.ServerID
+	if id == "" {
+		var b [4]byte
+		rand.Read(b[:])
+		id = raft.ServerID(cfg.NodeID + "-" + hex.EncodeToString(b[:]))
 	}
+	// A new store is created holding the new id: one write and sync.
 	var err error
-	if r.stable, err = openStableStore(fsys, cfg.Dir); err != nil {
+	if r.stable, err = openStableStore(fsys, cfg.Dir, map[string][]byte{keyServerID: []byte(id)}); err != nil {
 		return err
 	}
-	if id, err := r.stable.Get([]byte(keyServerID)); err == nil {
-		r.serverID = raft.ServerID(id)
+	if old, err := r.stable.Get([]byte(keyServerID)); err == nil {
+		r.serverID = raft.ServerID(old)
 	} else {
-		r.serverID = cfg.ServerID
-		if r.serverID == "" {
-			var b [4]byte
-			rand.Read(b[:])
-			r.serverID = raft.ServerID(cfg.NodeID + "-" + hex.EncodeToString(b[:]))
-		}
+		r.serverID = id
 		if err := r.stable.Set([]byte(keyServerID), []byte(r.serverID)); err != nil {
 			return err
 		}

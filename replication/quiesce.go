@@ -90,6 +90,9 @@ type Quiescer struct {
 	groups map[string]*groupQuiesce
 	closed bool
 
+	// campaigns bounds the takeovers (leaderGone) under way at once.
+	campaigns chan struct{}
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
@@ -153,7 +156,7 @@ func NewQuiescer(m *Mux, cfg QuiescerConfig) (*Quiescer, error) {
 		mux: m, layer: layer, logger: cfg.Logger, tick: cfg.Tick, dead: cfg.Dead, inc: rand.Uint64() | 1, // 0: none
 		out: map[raft.ServerAddress]*outLink{}, peers: map[raft.ServerAddress]*peerIn{}, departing: map[raft.ServerAddress]uint64{},
 		gone:   map[raft.ServerAddress]bool{},
-		groups: map[string]*groupQuiesce{}, stop: make(chan struct{}),
+		groups: map[string]*groupQuiesce{}, stop: make(chan struct{}), campaigns: make(chan struct{}, takeoverCampaigns),
 	}
 	q.wg.Add(1)
 	go q.accept()
@@ -483,6 +486,10 @@ func (q *Quiescer) failover(addr raft.ServerAddress, inc uint64) {
 	q.peerGone(addr, "leader's node unreachable")
 }
 
+// errPeerGone is the answer to a vote request for a peer whose link ended
+// and did not come back.
+var errPeerGone = errors.New("replication: the peer's node is gone (its link ended)")
+
 // isGone reports whether the link from addr ended and did not come back.
 func (q *Quiescer) isGone(addr raft.ServerAddress) bool {
 	q.mu.RLock()
@@ -667,6 +674,7 @@ type groupQuiesce struct {
 	// over; takeover makes this one campaign at once.
 	yieldUntil  time.Time
 	failingOver bool                                  // leaderGone runs
+	suspended   bool                                  // leaderGone raised this awake follower's timeouts
 	takeover    func(leader raft.ServerAddress) error // set before Raft starts; tests replace it under mu
 	// votedFor is the candidate the replica voted for in its current
 	// term, "" if none.
@@ -748,6 +756,7 @@ func (g *groupQuiesce) served(leaderAddr []byte, req *raft.AppendEntriesRequest,
 		return
 	}
 	g.quiesced, g.leader, g.leaderInc, g.term, g.index = true, leader, p.inc, req.Term, req.PrevLogEntry
+	g.suspended = false // quiesced supersedes it
 	g.q.sendTo(leader, quiesceEvent{kind: kindFollower, group: g.name, term: g.term, index: g.index})
 }
 
@@ -824,7 +833,22 @@ func (g *groupQuiesce) wakeLocked(why string) {
 func (g *groupQuiesce) wake(why string) {
 	g.mu.Lock()
 	g.wakeLocked(why)
+	g.resumeLocked()
 	g.mu.Unlock()
+}
+
+// resumeLocked sets back the timeouts leaderGone raised on an awake
+// follower.
+func (g *groupQuiesce) resumeLocked() {
+	if !g.suspended {
+		return
+	}
+	g.suspended = false
+	if rf := g.raft.Load(); rf != nil {
+		if err := rf.ReloadConfig(g.awake); err != nil {
+			g.logger.Warn("setting the timeouts back failed", "error", err)
+		}
+	}
 }
 
 // leaderWake is a kindLeaderWake from the link p.
@@ -868,6 +892,16 @@ const (
 	takeoverTurns = 4
 )
 
+// takeoverCampaigns bounds the campaigns a node's takeovers run at once,
+// each until its group has a leader or for takeoverCampaign: a node that
+// led a thousand groups died, and the thousand elections at once (their
+// fsyncs, their votes, their logs) starved both nodes left for seconds,
+// long enough for each to take the other for dead.
+const (
+	takeoverCampaigns = 64
+	takeoverCampaign  = time.Second
+)
+
 // leaderGone elects a new leader after the node of the replica's leader
 // went: the voters left on nodes not known dead take turns, in an order
 // drawn from the group's name, to campaign at once, as on a leadership
@@ -907,6 +941,7 @@ func (g *groupQuiesce) leaderGone(leader raft.ServerAddress, why string) {
 		if g.quiesced && g.leader == leader {
 			g.wakeLocked(why)
 		}
+		g.resumeLocked()
 		g.mu.Unlock()
 	}
 	g.mu.Lock()
@@ -923,6 +958,14 @@ func (g *groupQuiesce) leaderGone(leader raft.ServerAddress, why string) {
 		return
 	}
 	g.failingOver = true
+	// An awake follower's own timeouts are raised out of reach too, until
+	// its turn or the end, as a quiesced one's are: campaigning on them
+	// when its turn comes, it would forget the TimeoutNow.
+	if !g.quiesced && rf.State() == raft.Follower {
+		if err := rf.ReloadConfig(g.reloadable(quiescedTimeout)); err == nil {
+			g.suspended = true
+		}
+	}
 	g.mu.Unlock()
 	defer func() {
 		g.mu.Lock()
@@ -966,6 +1009,18 @@ func (g *groupQuiesce) leaderGone(leader raft.ServerAddress, why string) {
 // takeTurn is the replica's turn to take over from the dead leader: it
 // campaigns at once unless there is no need; true when a leader is known.
 func (g *groupQuiesce) takeTurn(rf *raft.Raft, leader raft.ServerAddress, takeover func(raft.ServerAddress) error, turn int) bool {
+	// A slot first, waiting at most a turn (then the next voter's turn
+	// has come), then what may have changed meanwhile.
+	wait := time.NewTimer(takeoverTurn)
+	defer wait.Stop()
+	select {
+	case g.q.campaigns <- struct{}{}:
+	case <-wait.C:
+		return false
+	case <-g.q.stop:
+		return true
+	}
+	defer func() { <-g.q.campaigns }()
 	if rf.State() == raft.Leader {
 		return true
 	}
@@ -993,6 +1048,19 @@ func (g *groupQuiesce) takeTurn(rf *raft.Raft, leader raft.ServerAddress, takeov
 		return false
 	}
 	g.takeovers.Add(1)
+	// The slot is held while the campaign runs.
+	tick := time.NewTicker(takeoverCampaign / 20)
+	defer tick.Stop()
+	for deadline := time.Now().Add(takeoverCampaign); time.Now().Before(deadline); {
+		if a, _ := rf.LeaderWithID(); rf.State() == raft.Leader || (a != "" && a != leader) {
+			return true
+		}
+		select {
+		case <-g.q.stop:
+			return true
+		case <-tick.C:
+		}
+	}
 	return false
 }
 

@@ -111,10 +111,7 @@ type snapshotStore struct {
 
 func openSnapshotStore(fsys vfs.FS, replicaDir string, l *log.Log) (*snapshotStore, error) {
 	s := &snapshotStore{fs: fsys, dir: filepath.Join(replicaDir, snapDir), log: l}
-	if err := fsys.MkdirAll(s.dir); err != nil {
-		return nil, err
-	}
-	if err := fsys.SyncDir(replicaDir); err != nil {
+	if err := vfs.MkdirAllSync(fsys, s.dir); err != nil {
 		return nil, err
 	}
 	return s, nil

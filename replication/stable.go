@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -63,11 +64,17 @@ var (
 	errStableNotFound = errors.New("not found")
 )
 
-func openStableStore(fsys vfs.FS, dir string) (*stableStore, error) {
+// openStableStore opens the store in dir, creating it, when there is
+// none, holding initial.
+func openStableStore(fsys vfs.FS, dir string, initial map[string][]byte) (*stableStore, error) {
 	s := &stableStore{fs: fsys, path: filepath.Join(dir, stableName), kv: map[string][]byte{}}
 	b, err := vfs.ReadFile(fsys, s.path)
 	if errors.Is(err, fs.ErrNotExist) {
-		// A new file: slot 0 holds the empty state, slot 1 nothing valid.
+		// A new file: slot 0 holds the initial state, slot 1 nothing
+		// valid.
+		for k, v := range initial {
+			s.kv[k] = append([]byte(nil), v...)
+		}
 		return s, s.create()
 	}
 	if err != nil {
@@ -228,6 +235,9 @@ func (s *stableStore) Set(key, val []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, had := s.kv[string(key)]
+	if had && bytes.Equal(old, val) {
+		return nil // durable already
+	}
 	s.kv[string(key)] = append([]byte(nil), val...)
 	if err := s.persist(); err != nil {
 		if had {

@@ -194,7 +194,7 @@ func TestStableStore(t *testing.T) {
 	fs := vfs.NewMem()
 	fs.MkdirAll("/s")
 	fs.SyncDir("/")
-	s, err := openStableStore(fs, "/s")
+	s, err := openStableStore(fs, "/s", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestStableStore(t *testing.T) {
 	s.Set([]byte("LastVoteCand"), []byte("n1"))
 	// Every Set is durable: a crash right after keeps it.
 	crashed := fs.CrashClone(vfs.CrashOptions{})
-	s2, err := openStableStore(crashed, "/s")
+	s2, err := openStableStore(crashed, "/s", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestStableStore(t *testing.T) {
 	}
 	latest := s2.slot
 	corrupt(crashed, latest)
-	s3, err := openStableStore(crashed, "/s")
+	s3, err := openStableStore(crashed, "/s", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestStableStore(t *testing.T) {
 		t.Fatal("the vote of the damaged slot survived")
 	}
 	corrupt(crashed, 1-latest)
-	if _, err := openStableStore(crashed, "/s"); err == nil || !strings.Contains(err.Error(), "no valid slot") {
+	if _, err := openStableStore(crashed, "/s", nil); err == nil || !strings.Contains(err.Error(), "no valid slot") {
 		t.Fatalf("both slots damaged: %v", err)
 	}
 }
@@ -251,13 +251,13 @@ func TestStableStoreOnFullDisk(t *testing.T) {
 	mem := vfs.NewMem()
 	mem.MkdirAll("/s")
 	mem.SyncDir("/")
-	if _, err := openStableStore(mem, "/s"); err != nil {
+	if _, err := openStableStore(mem, "/s", nil); err != nil {
 		t.Fatal(err)
 	}
 	disk := &errorfs.DiskFull{}
 	disk.Set(true)
 	full := errorfs.Wrap(mem, disk)
-	s, err := openStableStore(full, "/s")
+	s, err := openStableStore(full, "/s", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestStableStoreOnFullDisk(t *testing.T) {
 			t.Fatalf("term %d on a full disk: %v", term, err)
 		}
 	}
-	s2, err := openStableStore(mem.CrashClone(vfs.CrashOptions{}), "/s")
+	s2, err := openStableStore(mem.CrashClone(vfs.CrashOptions{}), "/s", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestStableStoreOnFullDisk(t *testing.T) {
 	}
 	// A new replica's file cannot be made on a full disk: the open fails.
 	full.MkdirAll("/t")
-	if _, err := openStableStore(full, "/t"); !errors.Is(err, errorfs.ErrNoSpace) {
+	if _, err := openStableStore(full, "/t", nil); !errors.Is(err, errorfs.ErrNoSpace) {
 		t.Fatalf("new store on a full disk: %v", err)
 	}
 }
@@ -298,7 +298,7 @@ func TestStableStoreReadsEarlierFormat(t *testing.T) {
 	if err := vfs.WriteFileAtomic(fs, "/s/"+stableName, b); err != nil {
 		t.Fatal(err)
 	}
-	s, err := openStableStore(fs, "/s")
+	s, err := openStableStore(fs, "/s", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func TestStableStoreReadsEarlierFormat(t *testing.T) {
 	if len(img) != 2*stableSlotSize || [4]byte(img[:4]) != stableMagic {
 		t.Fatalf("not rewritten: %d bytes, magic %q", len(img), img[:4])
 	}
-	s2, err := openStableStore(fs.CrashClone(vfs.CrashOptions{}), "/s")
+	s2, err := openStableStore(fs.CrashClone(vfs.CrashOptions{}), "/s", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +322,7 @@ func TestStableStoreReadsEarlierFormat(t *testing.T) {
 	// Damage is still found.
 	b[len(b)-1] ^= 1
 	vfs.WriteFileAtomic(fs, "/s/"+stableName, b)
-	if _, err := openStableStore(fs, "/s"); err == nil {
+	if _, err := openStableStore(fs, "/s", nil); err == nil {
 		t.Fatal("corrupt file of the earlier format accepted")
 	}
 }

@@ -710,3 +710,26 @@ func TestMemConcurrentReadWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestMkdirAllSyncSurvivesCrash: every directory MkdirAllSync creates
+// survives a crash; on one that exists it syncs only the parent, and a
+// directory left unsynced by an earlier crash is made durable.
+func TestMkdirAllSyncSurvivesCrash(t *testing.T) {
+	m := NewMem()
+	must(t, MkdirAllSync(m, "/a/b/c"))
+	c := m.CrashClone(CrashOptions{})
+	for _, d := range []string{"/a", "/a/b", "/a/b/c"} {
+		if ok, _ := c.Exists(d); !ok {
+			t.Fatalf("%s lost in a crash", d)
+		}
+	}
+	// Made by someone who crashed before syncing its parent.
+	must(t, m.MkdirAll("/a/b/d"))
+	if ok, _ := m.CrashClone(CrashOptions{}).Exists("/a/b/d"); ok {
+		t.Fatal("an unsynced directory survived")
+	}
+	must(t, MkdirAllSync(m, "/a/b/d"))
+	if ok, _ := m.CrashClone(CrashOptions{}).Exists("/a/b/d"); !ok {
+		t.Fatal("/a/b/d lost in a crash after MkdirAllSync")
+	}
+}

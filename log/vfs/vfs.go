@@ -145,6 +145,38 @@ func OSFile(f File) (*os.File, bool) {
 	return of.File, true
 }
 
+// MkdirAllSync creates dir and its missing parents so that they survive
+// a crash: it syncs the parent of each directory it creates, and dir's
+// parent when dir was there already (whoever made it may have crashed
+// before its parent was synced). Opening thousands of partitions synced
+// every ancestor up to the root for each.
+func MkdirAllSync(fs FS, dir string) error {
+	dir = filepath.Clean(dir)
+	var created []string
+	for d := dir; ; d = filepath.Dir(d) {
+		ok, err := fs.Exists(d)
+		if err != nil {
+			return err
+		}
+		if ok || filepath.Dir(d) == d {
+			break
+		}
+		created = append(created, d)
+	}
+	if err := fs.MkdirAll(dir); err != nil {
+		return err
+	}
+	if len(created) == 0 {
+		created = []string{dir}
+	}
+	for i := len(created) - 1; i >= 0; i-- {
+		if err := fs.SyncDir(filepath.Dir(created[i])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // WriteFileAtomic replaces name with data so that after a crash the file
 // holds either the old or the new contents: write a temporary file, sync it,
 // rename it over name, and sync the directory.
