@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/raftlog/raftlog/log/vfs"
 )
@@ -211,6 +213,26 @@ func encodeSlot(slot []byte, kv map[string][]byte, seq uint64) error {
 	return nil
 }
 
+// openRW opens the file for a change. Out of file descriptors (EMFILE,
+// ENFILE: a node holding more replicas than its limit allows for), it
+// tries again for a while: hashicorp/raft panics when it cannot save its
+// term or vote, and a node at 5,000 replicas under a limit of 20,000
+// descriptors went down so on its first elections.
+func (s *stableStore) openRW() (vfs.File, error) {
+	wait := 10 * time.Millisecond
+	for deadline := time.Now().Add(stableFDWait); ; {
+		f, err := s.fs.OpenRW(s.path)
+		if err == nil || !(errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)) || time.Now().After(deadline) {
+			return f, err
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// stableFDWait bounds how long a change waits for a file descriptor.
+const stableFDWait = 10 * time.Second
+
 // persist writes the state in memory to the slot not holding the current
 // one and syncs it; only then is that slot current.
 func (s *stableStore) persist() error {
@@ -218,7 +240,7 @@ func (s *stableStore) persist() error {
 	if err := encodeSlot(slot, s.kv, s.seq+1); err != nil {
 		return err
 	}
-	f, err := s.fs.OpenRW(s.path)
+	f, err := s.openRW()
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -744,5 +746,41 @@ func TestStoreStopsOnItsOwnWriteFailure(t *testing.T) {
 	disk.Set(false)
 	if err := s.StoreLogs(raftEntries(1, 4, 1)); err == nil {
 		t.Fatal("the store took entries after a failed write, before a reopen")
+	}
+}
+
+// TestStableStoreWaitsForADescriptor: a change that finds the process out
+// of file descriptors tries again rather than failing (raft panics on a
+// term it cannot save); another error fails at once.
+func TestStableStoreWaitsForADescriptor(t *testing.T) {
+	mem := vfs.NewMem()
+	mem.MkdirAll("/s")
+	mem.SyncDir("/")
+	var mu sync.Mutex
+	refusals, fail := 3, error(syscall.EMFILE)
+	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if op.Kind != errorfs.OpOpenRW || refusals == 0 {
+			return nil
+		}
+		refusals--
+		return fail
+	})
+	s, err := openStableStore(errorfs.Wrap(mem, inj), "/s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetUint64([]byte("CurrentTerm"), 7); err != nil {
+		t.Fatalf("a change out of descriptors three times: %v", err)
+	}
+	if v, _ := s.GetUint64([]byte("CurrentTerm")); v != 7 {
+		t.Fatalf("term %d, want 7", v)
+	}
+	mu.Lock()
+	refusals, fail = 1, errors.New("test: another error")
+	mu.Unlock()
+	if err := s.SetUint64([]byte("CurrentTerm"), 8); err == nil {
+		t.Fatal("a change whose open failed otherwise succeeded")
 	}
 }

@@ -167,6 +167,7 @@ on the command line wins over its variable. See docs/operations.md.`)
 	gc := node.ResolveGC(f.gcPercent, given["gc-percent"], f.memoryLimit, given["memory-limit-bytes"])
 	node.SetGC(gc)
 	node.LogGC(logger, gc)
+	warnFileLimit(logger, f.maxPartsPerNode)
 	nd, err := node.Start(nodeConfig(f, logger, false))
 	if err != nil {
 		logger.Error("start", "error", err)

@@ -1,0 +1,6 @@
+//go:build !unix
+
+package main
+
+// openFileLimit is unknown here.
+func openFileLimit() uint64 { return 0 }
