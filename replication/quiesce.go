@@ -931,11 +931,13 @@ func (g *groupQuiesce) leaderGone(leader raft.ServerAddress, why string) {
 		order = append(order, s.ID)
 	}
 	sort.Slice(order, func(i, j int) bool { return takeoverRank(g.name, order[i]) < takeoverRank(g.name, order[j]) })
-	// A quiesced replica stays so, its own timeouts out of reach, until
-	// its turn or the end: woken, it would campaign on its timeouts at
-	// once (it heard nothing for long), and raft forgets a TimeoutNow
-	// that finds it campaigning already (the next round, an election
-	// timeout later, starts with a pre-vote again).
+	// A follower keeps its own timeouts out of reach until its turn or
+	// the end (a quiesced one by staying quiesced, an awake one by
+	// raising them below): woken, it would campaign on them at once (it
+	// heard nothing for long), and raft forgets a TimeoutNow that finds
+	// it campaigning already (the next round, an election timeout
+	// later, starts with a pre-vote again). wake ends both; yieldUntil
+	// holds the pre-votes of a replica that was campaigning already.
 	wake := func() {
 		g.mu.Lock()
 		if g.quiesced && g.leader == leader {
@@ -958,9 +960,6 @@ func (g *groupQuiesce) leaderGone(leader raft.ServerAddress, why string) {
 		return
 	}
 	g.failingOver = true
-	// An awake follower's own timeouts are raised out of reach too, until
-	// its turn or the end, as a quiesced one's are: campaigning on them
-	// when its turn comes, it would forget the TimeoutNow.
 	if !g.quiesced && rf.State() == raft.Follower {
 		if err := rf.ReloadConfig(g.reloadable(quiescedTimeout)); err == nil {
 			g.suspended = true

@@ -258,27 +258,49 @@ func TestLeadersNodeDeathElectsInOneTerm(t *testing.T) {
 // replica's does), the turn passes to the next voter, which wins, well
 // before the election timeouts of Raft would (raised out of reach here).
 func TestTakeoverPassesTheTurn(t *testing.T) {
-	g, a, ld := quiescedGroup(t)
-	fs := g.others(ld)
-	first, next := fs[0], fs[1]
-	if takeoverRank(testGroup, raft.ServerID(next.rep.ServerID())) < takeoverRank(testGroup, raft.ServerID(first.rep.ServerID())) {
-		first, next = next, first
+	for _, awake := range []bool{false, true} {
+		t.Run(fmt.Sprintf("awake=%v", awake), func(t *testing.T) {
+			var g *tgroup
+			var a acked
+			var ld *tnode
+			if awake {
+				// Followers that just took a write: awake, their own
+				// timeouts running (held to their turn by the takeover).
+				g, a = newTestGroup(t, 3, quiesceTimings), acked{}
+				ld = g.leader()
+				g.produce(ld, a, 0, 5)
+			} else {
+				g, a, ld = quiescedGroup(t)
+			}
+			fs := g.others(ld)
+			first, next := fs[0], fs[1]
+			if takeoverRank(testGroup, raft.ServerID(next.rep.ServerID())) < takeoverRank(testGroup, raft.ServerID(first.rep.ServerID())) {
+				first, next = next, first
+			}
+			fq := first.rep.quiesce
+			fq.mu.Lock()
+			fq.takeover = func(raft.ServerAddress) error { return errors.New("test: this campaign fails") }
+			// Nor does it campaign on its own timeouts, awake or woken.
+			fq.awake.HeartbeatTimeout, fq.awake.ElectionTimeout = time.Hour, time.Hour
+			fq.mu.Unlock()
+			if awake {
+				if err := first.rep.raft.ReloadConfig(fq.reloadable(time.Hour)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			g.kill(ld)
+			nl := g.leader(fs...)
+			if nl != next {
+				t.Fatalf("%s leads, want %s (the next in turn)", nl.name, next.name)
+			}
+			// Awake, the next voter would have been campaigning on its own
+			// timeouts when its turn came, and the TimeoutNow lost.
+			if n := next.rep.quiesce.takeovers.Load(); n != 1 {
+				t.Fatalf("%s took over %d times, want 1", next.name, n)
+			}
+			g.produce(nl, a, 5, 5)
+			g.start(ld)
+			g.checkConverged(a)
+		})
 	}
-	fq := first.rep.quiesce
-	fq.mu.Lock()
-	fq.takeover = func(raft.ServerAddress) error { return errors.New("test: this campaign fails") }
-	// Nor does it campaign on its own timeouts when it wakes.
-	fq.awake.HeartbeatTimeout, fq.awake.ElectionTimeout = time.Hour, time.Hour
-	fq.mu.Unlock()
-	g.kill(ld)
-	nl := g.leader(fs...)
-	if nl != next {
-		t.Fatalf("%s leads, want %s (the next in turn)", nl.name, next.name)
-	}
-	if n := next.rep.quiesce.takeovers.Load(); n != 1 {
-		t.Fatalf("%s took over %d times, want 1", next.name, n)
-	}
-	g.produce(nl, a, 5, 5)
-	g.start(ld)
-	g.checkConverged(a)
 }
