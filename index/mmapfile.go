@@ -32,6 +32,10 @@
 // trims a writable index the same way, so a cleanly closed index file is
 // always exactly as long as its entries.
 //
+// An index holds no file descriptor at rest: the file is opened for the
+// operations that change its length, its mapping or its durability, and
+// closed after them, since a mapping outlives its descriptor.
+//
 // The file holds no entry count. On open the count is the file size divided
 // by the entry size. After a crash, a writable index may still be at its
 // preallocated size; because an all-zero entry is never valid after the
@@ -54,7 +58,7 @@
 // not seen. The mutating methods refuse: Append, MaybeAppend, Seal,
 // Unseal, Sync and Delete return an error wrapping ErrReadOnly and change
 // nothing; TruncateTo and Reset, which return no error, do nothing. Close
-// (and Abort) only unmap and close the file.
+// (and Abort) only unmap it.
 //
 // The inspecting process, not the writer, is at risk if the writer shrinks
 // the file while it is mapped (Seal or Close after a TruncateTo, Reset):
@@ -132,6 +136,10 @@ type mmapFile struct {
 	entrySize int
 	maxBytes  int // preallocation size, a multiple of entrySize
 
+	// f is the open file while an operation that needs it runs (open,
+	// Seal, Unseal, Sync, Close), nil otherwise: a mapping outlives its
+	// descriptor, so an index holds none at rest, and a node of thousands
+	// of partitions does not run out of them.
 	f        *os.File
 	data     mmap.MMap // nil when the file is empty or closed
 	size     int64     // length of the file on disk
@@ -161,13 +169,38 @@ func (m *mmapFile) open(path string, base int64, entrySize, maxBytes int, writab
 		return fmt.Errorf("index: %w", err)
 	}
 	m.f = f
+	defer m.closeFile()
 	if err := m.load(writable); err != nil {
 		m.unmap()
-		f.Close()
 		m.closed = true
 		return err
 	}
 	return nil
+}
+
+// openFile opens the index file for an operation that needs it; the
+// caller defers closeFile. An inspect-only index opens it read-only.
+func (m *mmapFile) openFile() error {
+	flag := os.O_RDWR
+	if m.inspect {
+		flag = os.O_RDONLY
+	}
+	f, err := os.OpenFile(m.path, flag, 0)
+	if err != nil {
+		return fmt.Errorf("index: %w", err)
+	}
+	m.f = f
+	return nil
+}
+
+// closeFile closes the file openFile opened. Nothing was written through
+// the descriptor that a close could fail to keep (writes go through the
+// mapping, and the operations that need durability fsync first).
+func (m *mmapFile) closeFile() {
+	if m.f != nil {
+		_ = m.f.Close()
+		m.f = nil
+	}
 }
 
 // openReadOnly opens path inspect-only; see OpenOffsetIndexReadOnly and
@@ -184,9 +217,9 @@ func (m *mmapFile) openReadOnly(path string, base int64, entrySize int) error {
 		return fmt.Errorf("index: %w", err)
 	}
 	m.f = f
+	defer m.closeFile()
 	if err := m.loadReadOnly(); err != nil {
 		m.unmap()
-		f.Close()
 		m.closed = true
 		return err
 	}
@@ -501,6 +534,10 @@ func (m *mmapFile) seal(sync bool) error {
 	if err := m.inspectOnly("Seal"); err != nil {
 		return err
 	}
+	if err := m.openFile(); err != nil {
+		return err
+	}
+	defer m.closeFile()
 	length := m.count() * m.entrySize
 	wasWritable := m.writable
 	// Without sync, the dirty pages of the writable mapping pass to the
@@ -542,6 +579,10 @@ func (m *mmapFile) Unseal() error {
 	if m.writable {
 		return nil
 	}
+	if err := m.openFile(); err != nil {
+		return err
+	}
+	defer m.closeFile()
 	n := m.count()
 	length := n * m.entrySize
 	// Cut stale entries (left by TruncateTo on the sealed index) so that
@@ -568,6 +609,10 @@ func (m *mmapFile) Sync() error {
 	if err := m.inspectOnly("Sync"); err != nil {
 		return err
 	}
+	if err := m.openFile(); err != nil {
+		return err
+	}
+	defer m.closeFile()
 	if m.writable && m.data != nil {
 		if err := m.data.Flush(); err != nil {
 			return fmt.Errorf("index: msync %s: %w", m.path, err)
@@ -583,10 +628,19 @@ func (m *mmapFile) Sync() error {
 // index's state, so it is safe beside lookups and beside a Seal, Unseal
 // or append on another goroutine (entries written through the shared
 // mapping are in the page cache as soon as written, and the fsync writes
-// what is there). The file must stay open meanwhile. It makes an index
-// sealed with SealNoSync durable.
+// what is there). It opens the file by its path for the fsync; a file
+// deleted meanwhile needs none. It makes an index sealed with SealNoSync
+// durable.
 func (m *mmapFile) SyncFile() error {
-	if err := m.f.Sync(); err != nil {
+	f, err := os.Open(m.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("index: %w", err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
 		return fmt.Errorf("index: fsync %s: %w", m.path, err)
 	}
 	return nil
@@ -604,13 +658,7 @@ func (m *mmapFile) Close() error {
 	length := int64(m.count()) * int64(m.entrySize)
 	var errs []error
 	if m.inspect {
-		if err := m.unmap(); err != nil {
-			errs = append(errs, err)
-		}
-		if err := m.f.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("index: %w", err))
-		}
-		return errors.Join(errs...)
+		return m.unmap()
 	}
 	if m.writable && m.data != nil {
 		if err := m.data.Flush(); err != nil {
@@ -620,11 +668,15 @@ func (m *mmapFile) Close() error {
 	if err := m.unmap(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := m.truncate(length); err != nil {
-		errs = append(errs, err)
-	}
-	if err := m.f.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("index: %w", err))
+	if length != m.size {
+		if err := m.openFile(); err != nil {
+			errs = append(errs, err)
+		} else {
+			if err := m.truncate(length); err != nil {
+				errs = append(errs, err)
+			}
+			m.closeFile()
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -637,7 +689,6 @@ func (m *mmapFile) Abort() {
 	}
 	m.closed = true
 	_ = m.unmap()
-	_ = m.f.Close()
 }
 
 // Delete unmaps and closes the index (without trimming) and removes its
@@ -653,9 +704,6 @@ func (m *mmapFile) Delete() error {
 		m.closed = true
 		if err := m.unmap(); err != nil {
 			errs = append(errs, err)
-		}
-		if err := m.f.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("index: %w", err))
 		}
 	}
 	if err := os.Remove(m.path); err != nil && !errors.Is(err, fs.ErrNotExist) {

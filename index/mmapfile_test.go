@@ -602,3 +602,49 @@ func TestCloseAndDelete(t *testing.T) {
 		}
 	})
 }
+
+// TestNoDescriptorAtRest: an open index, writable or sealed, holds no file
+// descriptor between operations (its mapping outlives the descriptor), so
+// a node of thousands of segments does not run out of them; appends,
+// lookups, a seal and an unseal go on working through the mapping.
+func TestNoDescriptorAtRest(t *testing.T) {
+	if _, err := os.ReadDir("/proc/self/fd"); err != nil {
+		t.Skip("no /proc/self/fd here:", err)
+	}
+	forKinds(t, func(t *testing.T, k kind) {
+		before := openDescriptors(t)
+		const n = 40
+		xs := make([]index, n)
+		for i := range xs {
+			xs[i] = k.mustOpen(t, filepath.Join(t.TempDir(), "x"), 64*k.entrySize, true)
+			k.fill(t, xs[i], 0, 3)
+		}
+		if err := xs[0].Seal(); err != nil {
+			t.Fatal(err)
+		}
+		if err := xs[1].Unseal(); err != nil {
+			t.Fatal(err)
+		}
+		if err := xs[2].Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if got := openDescriptors(t) - before; got >= n/2 {
+			t.Errorf("%d open indexes hold %d more descriptors", n, got)
+		}
+		for i, x := range xs {
+			k.checkEntries(t, x, 3)
+			if err := x.Close(); err != nil {
+				t.Fatalf("close %d: %v", i, err)
+			}
+		}
+	})
+}
+
+func openDescriptors(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}

@@ -50,10 +50,13 @@ import (
 //	                      rest   Data
 //
 // Integers are big-endian. Frozen.
+//
+// The file is opened for each write and closed after it (writes are
+// rare), so that a node of thousands of partitions holds no descriptor
+// for it.
 type entryFile struct {
 	fs   vfs.FS
 	path string
-	f    vfs.File
 	// size is the end of the last whole record: where the next is written.
 	size int64
 	// ents are the records in index order; ents[i].pos is where each
@@ -118,13 +121,9 @@ func openEntryFile(fsys vfs.FS, dir string) (*entryFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", errEntryFileCorrupt, e.path, err)
 	}
-	if e.f, err = fsys.OpenRW(e.path); err != nil {
-		return nil, fmt.Errorf("replication: entries file: %w", err)
-	}
 	e.ents, e.size = ents, size
 	if size < int64(len(b)) {
 		if err := e.cut(size); err != nil {
-			e.f.Close()
 			return nil, err
 		}
 	}
@@ -218,11 +217,11 @@ func (e *entryFile) append(ents []sideEntry) error {
 		ents[i].pos = at + int64(len(b))
 		b = appendEntryRecord(b, &ents[i])
 	}
-	if _, err := e.f.WriteAt(b, e.size); err != nil {
-		return fmt.Errorf("replication: entries file: %w", err)
-	}
-	if err := e.f.Sync(); err != nil {
-		return fmt.Errorf("replication: entries file: %w", err)
+	if err := e.withFile(func(f vfs.File) error {
+		_, err := f.WriteAt(b, e.size)
+		return err
+	}); err != nil {
+		return err
 	}
 	e.size += int64(len(b))
 	for _, se := range ents {
@@ -271,13 +270,29 @@ func (e *entryFile) truncateFrom(index uint64) error {
 
 // cut truncates the file to size and fsyncs it.
 func (e *entryFile) cut(size int64) error {
-	if err := e.f.Truncate(size); err != nil {
-		return fmt.Errorf("replication: entries file: %w", err)
-	}
-	if err := e.f.Sync(); err != nil {
-		return fmt.Errorf("replication: entries file: %w", err)
+	if err := e.withFile(func(f vfs.File) error { return f.Truncate(size) }); err != nil {
+		return err
 	}
 	e.size = size
+	return nil
+}
+
+// withFile opens the file, runs op on it, fsyncs and closes it.
+func (e *entryFile) withFile(op func(vfs.File) error) error {
+	f, err := e.fs.OpenRW(e.path)
+	if err != nil {
+		return fmt.Errorf("replication: entries file: %w", err)
+	}
+	err = op(f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("replication: entries file: %w", err)
+	}
 	return nil
 }
 
@@ -319,24 +334,7 @@ func (e *entryFile) rewrite(ents []sideEntry) error {
 	if err := vfs.WriteFileAtomic(e.fs, e.path, b); err != nil {
 		return fmt.Errorf("replication: entries file: %w", err)
 	}
-	f, err := e.fs.OpenRW(e.path)
-	if err != nil {
-		return fmt.Errorf("replication: entries file: %w", err)
-	}
-	if e.f != nil {
-		e.f.Close()
-	}
-	e.f, e.size, e.dead = f, int64(len(b)), 0
+	e.size, e.dead = int64(len(b)), 0
 	e.ents = ents
 	return nil
-}
-
-// close closes the file.
-func (e *entryFile) close() error {
-	if e.f == nil {
-		return nil
-	}
-	err := e.f.Close()
-	e.f = nil
-	return err
 }

@@ -65,7 +65,6 @@ func newEntryFile(t *testing.T, fsys vfs.FS) *entryFile {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.close() })
 	return e
 }
 
@@ -75,7 +74,6 @@ func reopenEntryFile(t *testing.T, fsys vfs.FS) *entryFile {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.close() })
 	return e
 }
 
@@ -150,7 +148,6 @@ func TestEntryFileTornTail(t *testing.T) {
 			if err := e2.append(next); err != nil {
 				t.Fatal(err)
 			}
-			e2.close()
 			sameEntries(t, reopenEntryFile(t, m).ents, append(append([]sideEntry(nil), all[:n]...), next...))
 		}
 	}
@@ -242,7 +239,6 @@ func TestEntryFileCompacts(t *testing.T) {
 		})
 		e2.dropBefore(9)
 		m.SetHook(nil)
-		e2.close()
 		if crashed == nil {
 			continue
 		}
@@ -274,7 +270,6 @@ func TestEntryFileWriteFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.close()
 	if err := e.append(sampleSide(1, 2)); err != nil {
 		t.Fatal(err)
 	}

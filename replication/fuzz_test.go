@@ -115,7 +115,6 @@ func FuzzEntryFile(f *testing.F) {
 		f.Fatal(err)
 	}
 	e.append(sampleSide(1, 5))
-	e.close()
 	img, _ := vfs.ReadFile(mem, "/r/"+entryFileName)
 	f.Add(img)
 	f.Add(img[:len(img)-3])
@@ -144,7 +143,6 @@ func FuzzEntryFile(f *testing.F) {
 		if err != nil {
 			t.Fatalf("decodes but does not open: %v", err)
 		}
-		defer e.close()
 		next := uint64(1)
 		if len(ents) > 0 {
 			next = ents[len(ents)-1].Index + 1
@@ -160,7 +158,6 @@ func FuzzEntryFile(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer e2.close()
 		if len(e2.ents) != len(ents)+1 || e2.ents[len(ents)].Index != next {
 			t.Fatalf("reopened with %d records, want %d", len(e2.ents), len(ents)+1)
 		}

@@ -51,9 +51,6 @@ func Open(cfg Config) (*Replica, error) {
 			r.quiesce.close(false)
 		}
 		r.log.Abort()
-		if r.store != nil {
-			r.store.close()
-		}
 		return nil, err
 	}
 	hw, err := r.openState()

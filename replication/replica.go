@@ -239,9 +239,6 @@ func (r *Replica) Close() error {
 		if e := r.log.Close(); err == nil {
 			err = e
 		}
-		if e := r.store.close(); err == nil {
-			err = e
-		}
 	})
 	return err
 }
@@ -267,7 +264,6 @@ func (r *Replica) Kill() {
 		r.raft.Shutdown().Error()
 		r.wg.Wait()
 		r.log.Abort()
-		r.store.close()
 	})
 }
 

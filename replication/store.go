@@ -162,11 +162,6 @@ func openLogStore(l *log.Log, fsys vfs.FS, dir string, pending *snapMeta, dense 
 	if err := s.openLayout(dense, ok); err != nil {
 		return nil, false, err
 	}
-	defer func() {
-		if err != nil && s != nil {
-			s.close()
-		}
-	}()
 	if pending != nil && !(err == nil && ok && a.index == pending.Index+1 && a.offset == pending.End && l.EndOffset() >= a.offset) {
 		return s, true, nil
 	}
@@ -301,14 +296,6 @@ func (s *logStore) writeErr() error {
 		return *p
 	}
 	return nil
-}
-
-// close closes the entries file.
-func (s *logStore) close() error {
-	if s.side == nil {
-		return nil
-	}
-	return s.side.close()
 }
 
 // writeAnchor records that entry a.index is at offset a.offset, once the

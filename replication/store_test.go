@@ -136,7 +136,6 @@ func testLogStoreRoundTripAndReopen(t *testing.T, dense bool) {
 		t.Fatal("legacy layout: no control batches in the log")
 	}
 	l.Close()
-	s.close()
 	l, s = openTestStore(t, fs, idx, dense)
 	check(s)
 	// A conflicting suffix goes; a new one takes its offsets.
@@ -167,10 +166,8 @@ func testLogStoreRoundTripAndReopen(t *testing.T, dense bool) {
 		t.Fatal("raft compaction deleted Kafka data")
 	}
 	l.Close()
-	s.close()
 	l, s = openTestStore(t, fs, idx, dense)
 	defer l.Close()
-	defer s.close()
 	first, _ := s.FirstIndex()
 	last, _ := s.LastIndex()
 	if first != 11 || last != 34 {
@@ -579,7 +576,6 @@ func TestDenseStoreCrashAtEveryWrite(t *testing.T) {
 	script := func(t *testing.T, fs *vfs.MemFS, stored map[uint64][]version) {
 		l, s := openTestStore(t, fs, t.TempDir(), true)
 		defer l.Close()
-		defer s.close()
 		s.leader = func() bool { return true }
 		store := func(ents []*raft.Log) {
 			for _, e := range ents {
@@ -673,7 +669,6 @@ func TestDenseStoreCrashAtEveryWrite(t *testing.T) {
 				}
 				checked++
 			}
-			s.close()
 			l.Close()
 		}
 	}
@@ -698,7 +693,6 @@ func TestStoreLayoutIsKept(t *testing.T) {
 			if err := s.StoreLogs(raftEntries(1, 3, 1)); err != nil {
 				t.Fatal(err)
 			}
-			s.close()
 			l.Close()
 			l, err := log.Open("/r/log", log.WithFS(fs), log.WithIndexDir(t.TempDir()))
 			if err != nil {
@@ -712,7 +706,6 @@ func TestStoreLayoutIsKept(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer s.close()
 			if last, _ := s.LastIndex(); last != 3 {
 				t.Fatalf("last index %d after reopening", last)
 			}

@@ -3,8 +3,10 @@ package main
 import "github.com/hashicorp/go-hclog"
 
 // descriptorsPerReplica is what a partition replica holds open: its
-// active segment's .log, .index and .timeindex, and its raft.entries.
-const descriptorsPerReplica = 4
+// segments' .log files, one while it has a single segment (the indexes
+// are mapped and their files closed; raft.entries is opened only to be
+// written).
+const descriptorsPerReplica = 1
 
 // descriptorReserve is kept for connections, clients and the rest.
 const descriptorReserve = 1024
