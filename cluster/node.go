@@ -155,7 +155,9 @@ type Node struct {
 
 	mu       sync.Mutex
 	replicas map[string]*replication.Replica // by group "<topic>-<partition>"
-	closed   bool
+	// dirs maps the directory of each replica in replicas to its group.
+	dirs   map[string]string
+	closed bool
 
 	started time.Time
 	heal    healState // owned by healLoop
@@ -200,7 +202,7 @@ func Start(cfg Config) (*Node, error) {
 		cfg.LeaderBalanceMoves = 8
 	}
 	n := &Node{cfg: cfg, logger: cfg.Logger.With("node", cfg.NodeID), meta: newMeta(), leaders: newLeaderTable(),
-		replicas: map[string]*replication.Replica{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), started: time.Now()}
+		replicas: map[string]*replication.Replica{}, dirs: map[string]string{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), started: time.Now()}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.ctl = &Controller{cfg: cfg, meta: n.meta, node: n, leaders: n.leaders, logger: n.logger, ctx: n.ctx, wg: &n.wg}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
@@ -364,6 +366,29 @@ func appendGroupName(dst []byte, topic string, p int32, id [16]byte) []byte {
 	dst = strconv.AppendInt(dst, int64(p), 10)
 	dst = append(dst, '@')
 	return hex.AppendEncode(dst, id[:8])
+}
+
+// groupDir is the directory of group's replica (partitionDir): its name
+// up to the '@' (topic names hold none).
+func groupDir(group string) string {
+	if i := strings.LastIndexByte(group, '@'); i >= 0 {
+		return group[:i]
+	}
+	return group
+}
+
+// addReplicaLocked records r, the replica of group g. Under n.mu.
+func (n *Node) addReplicaLocked(g string, r *replication.Replica) {
+	n.replicas[g] = r
+	n.dirs[groupDir(g)] = g
+}
+
+// removeReplicaLocked forgets the replica of group g. Under n.mu.
+func (n *Node) removeReplicaLocked(g string) {
+	delete(n.replicas, g)
+	if d := groupDir(g); n.dirs[d] == g {
+		delete(n.dirs, d)
+	}
 }
 
 // partitionDir is a partition replica's directory, Kafka's <topic>-<partition>.

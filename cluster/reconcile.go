@@ -209,7 +209,7 @@ func (n *Node) reopenStopped(now time.Time) {
 			n.logger.Error("replica stopped by a write error; it is reopened", "group", g, "error", werr, "after", failFirstBackoff)
 		case !now.Before(f.next):
 			f.err = werr
-			delete(n.replicas, g)
+			n.removeReplicaLocked(g)
 			closing = append(closing, r)
 			n.logger.Warn("reopening replica after a write error", "group", g, "attempt", f.attempts+1, "error", werr)
 		}
@@ -270,17 +270,12 @@ func (n *Node) ensureReplica(g string, t Topic, p int32) *replication.Replica {
 	// directory: claimDir would remove its files under its running Raft,
 	// whose next write then panics. It is closed further down in the same
 	// reconcile, as no longer wanted; this one opens at the next.
-	// Its group name starts with the directory's (groupName); topic names
-	// hold no '@'.
-	prefix := dirName + "@"
 	n.mu.Lock()
-	for og := range n.replicas {
-		if og != g && strings.HasPrefix(og, prefix) {
-			n.mu.Unlock()
-			return nil
-		}
-	}
+	og, busy := n.dirs[dirName]
 	n.mu.Unlock()
+	if busy && og != g {
+		return nil
+	}
 	if err := claimDir(filepath.Join(n.cfg.DataDir, dirName), g); err != nil {
 		return fail("replica directory", err)
 	}
@@ -294,7 +289,7 @@ func (n *Node) ensureReplica(g string, t Topic, p int32) *replication.Replica {
 		r.Close()
 		return nil
 	}
-	n.replicas[g] = r
+	n.addReplicaLocked(g, r)
 	if f != nil {
 		f.attempts++
 		f.opened, f.next = now, now.Add(failBackoff(f.attempts))
@@ -307,7 +302,7 @@ func (n *Node) ensureReplica(g string, t Topic, p int32) *replication.Replica {
 func (n *Node) dropReplica(g string) {
 	n.mu.Lock()
 	r := n.replicas[g]
-	delete(n.replicas, g)
+	n.removeReplicaLocked(g)
 	n.mu.Unlock()
 	if r == nil {
 		return
