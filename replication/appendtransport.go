@@ -34,6 +34,9 @@ type appendTransport struct {
 	logger      hclog.Logger
 
 	consumeCh chan raft.RPC
+	// forwarding starts forward, for a caller of Consumer; the guard
+	// reads both channels itself (consumers).
+	forwarding sync.Once
 
 	// votes, when set, carries the group's votes, pre-votes and
 	// TimeoutNow (votes.go).
@@ -116,13 +119,21 @@ func newAppendTransport(inner raft.Transport, layer raft.StreamLayer, timeout ti
 		shutdown:  make(chan struct{}),
 	}
 	t.prevote, _ = inner.(raft.WithPreVote)
-	t.wg.Add(2)
-	go t.forward()
+	t.wg.Add(1)
 	go t.listen()
 	return t
 }
 
-// forward passes on the RPCs the NetworkTransport received.
+// consumers returns the two channels RPCs arrive on: those served here
+// (append streams, votes) and those the NetworkTransport received. A
+// reader of both needs no goroutine merging them (forward): a node holds
+// thousands of replicas.
+func (t *appendTransport) consumers() (served, inner <-chan raft.RPC) {
+	return t.consumeCh, t.Transport.Consumer()
+}
+
+// forward passes on the RPCs the NetworkTransport received to consumeCh,
+// for a caller of Consumer.
 func (t *appendTransport) forward() {
 	defer t.wg.Done()
 	in := t.Transport.Consumer()
@@ -141,8 +152,20 @@ func (t *appendTransport) forward() {
 	}
 }
 
-// Consumer implements raft.Transport.
-func (t *appendTransport) Consumer() <-chan raft.RPC { return t.consumeCh }
+// Consumer implements raft.Transport: every RPC on one channel, a
+// goroutine passing on the NetworkTransport's (consumers avoids it).
+func (t *appendTransport) Consumer() <-chan raft.RPC {
+	t.forwarding.Do(func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.closed {
+			return
+		}
+		t.wg.Add(1)
+		go t.forward()
+	})
+	return t.consumeCh
+}
 
 // SetHeartbeatHandler implements raft.Transport.
 func (t *appendTransport) SetHeartbeatHandler(fn func(raft.RPC)) {

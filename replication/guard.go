@@ -77,23 +77,36 @@ func newGuardTransport(inner raft.Transport, localID raft.ServerID, term func() 
 	return g
 }
 
+// twoConsumers is a transport whose RPCs arrive on two channels
+// (appendTransport.consumers): the guard reads both.
+type twoConsumers interface {
+	consumers() (a, b <-chan raft.RPC)
+}
+
 func (g *guardTransport) filter() {
 	defer close(g.done)
-	in := g.Transport.Consumer()
+	var in, in2 <-chan raft.RPC // in2 nil: never ready
+	if c, ok := g.Transport.(twoConsumers); ok {
+		in, in2 = c.consumers()
+	} else {
+		in = g.Transport.Consumer()
+	}
 	for {
+		var rpc raft.RPC
 		select {
 		case <-g.stop:
 			return
-		case rpc := <-in:
-			if g.intercept(rpc) {
-				continue
-			}
-			select {
-			case g.out <- rpc:
-			case <-g.stop:
-				rpc.Respond(nil, raft.ErrTransportShutdown)
-				return
-			}
+		case rpc = <-in:
+		case rpc = <-in2:
+		}
+		if g.intercept(rpc) {
+			continue
+		}
+		select {
+		case g.out <- rpc:
+		case <-g.stop:
+			rpc.Respond(nil, raft.ErrTransportShutdown)
+			return
 		}
 	}
 }

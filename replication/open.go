@@ -75,7 +75,7 @@ func Open(cfg Config) (*Replica, error) {
 		go r.rejoinLoop()
 	}
 	r.wg.Add(1)
-	go r.watchLeadership()
+	go r.watch()
 	rec := r.log.Recovery()
 	r.logger.Info("replica open", "log_start", r.log.StartOffset(), "log_end", r.log.EndOffset(), "high_watermark", hw,
 		"clean", rec.Clean, "gated", gate, "term", term)
@@ -331,8 +331,6 @@ func (r *Replica) startRaft() error {
 	r.raftp.Store(r.raft)
 	if r.quiesce != nil {
 		r.quiesce.raft.Store(r.raft)
-		r.wg.Add(1)
-		go r.watchState()
 	}
 	if r.ctl, err = newCtlServer(r); err != nil {
 		r.raft.Shutdown().Error()

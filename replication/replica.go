@@ -470,38 +470,33 @@ func (r *Replica) leaveQuiescence() {
 	}
 }
 
-// watchState tells quiescence each Raft state the replica enters.
-func (r *Replica) watchState() {
+// watch follows the replica's Raft: it tells quiescence each state the
+// replica enters, and keeps ready, with a barrier after each election
+// won. One goroutine for both: a node holds thousands of replicas.
+func (r *Replica) watch() {
 	defer r.wg.Done()
-	ch := make(chan raft.Observation, 16)
-	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
-		_, ok := o.Data.(raft.RaftState)
-		return ok
-	})
-	r.raft.RegisterObserver(obs)
-	defer r.raft.DeregisterObserver(obs)
-	prev := r.raft.State()
+	var states chan raft.Observation // nil without quiescence: never ready
+	var prev raft.RaftState
+	if r.quiesce != nil {
+		states = make(chan raft.Observation, 16)
+		obs := raft.NewObserver(states, false, func(o *raft.Observation) bool {
+			_, ok := o.Data.(raft.RaftState)
+			return ok
+		})
+		r.raft.RegisterObserver(obs)
+		defer r.raft.DeregisterObserver(obs)
+		prev = r.raft.State()
+	}
+	leader := r.raft.LeaderCh()
 	for {
 		select {
 		case <-r.closed:
 			return
-		case o := <-ch:
+		case o := <-states:
 			st := o.Data.(raft.RaftState)
 			r.quiesce.stateChanged(prev, st)
 			prev = st
-		}
-	}
-}
-
-// watchLeadership keeps ready: a barrier after each election won.
-func (r *Replica) watchLeadership() {
-	defer r.wg.Done()
-	ch := r.raft.LeaderCh()
-	for {
-		select {
-		case <-r.closed:
-			return
-		case isLeader := <-ch:
+		case isLeader := <-leader:
 			if !isLeader {
 				r.logger.Info("leadership lost", "term", r.Term())
 				r.prod.dropPending(r.notLeader())
