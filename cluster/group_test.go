@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/raftlog/raftlog/replication"
@@ -37,5 +39,61 @@ func TestReplicaLookupAllocatesNothing(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per lookup", allocs)
+	}
+}
+
+// TestGroupDir: a group's directory is its name up to the '@'.
+func TestGroupDir(t *testing.T) {
+	tp := Topic{Name: "a-b.c", ID: [16]byte{7}}
+	if got, want := groupDir(groupName(tp, 12)), partitionDir("a-b.c", 12); got != want {
+		t.Errorf("groupDir = %q, want %q", got, want)
+	}
+}
+
+// TestClaimDir: a new directory is claimed with its group file; one of
+// the same group is kept as it is; one of another group, or with a group
+// file a crash tore (empty or cut short), is emptied and claimed anew.
+func TestClaimDir(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "t-0")
+	read := func() string {
+		b, err := os.ReadFile(filepath.Join(dir, groupFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if err := claimDir(dir, "t-0@01"); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got != "t-0@01" {
+		t.Fatalf("group file %q", got)
+	}
+	keep := filepath.Join(dir, "raft.stable")
+	if err := os.WriteFile(keep, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := claimDir(dir, "t-0@01"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Fatalf("the same group's files went: %v", err)
+	}
+	for _, torn := range []string{"", "t-0@0", "other@02"} {
+		if err := os.WriteFile(filepath.Join(dir, groupFile), []byte(torn), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(keep, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := claimDir(dir, "t-0@01"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(keep); !os.IsNotExist(err) {
+			t.Errorf("group file %q: the directory was not emptied (%v)", torn, err)
+		}
+		if got := read(); got != "t-0@01" {
+			t.Errorf("group file %q: claimed as %q", torn, got)
+		}
 	}
 }

@@ -165,11 +165,13 @@ type Node struct {
 	// open, by group (under mu): reopened with a growing backoff.
 	failed map[string]*failedReplica
 
-	kick   chan struct{}
-	stop   chan struct{}
-	wg     sync.WaitGroup
-	ctx    context.Context
-	cancel context.CancelFunc
+	kick chan struct{}
+	// leadersKick wakes leaderLoop: a replica won or lost leadership.
+	leadersKick chan struct{}
+	stop        chan struct{}
+	wg          sync.WaitGroup
+	ctx         context.Context
+	cancel      context.CancelFunc
 }
 
 const controllerGroup = "__controller"
@@ -202,7 +204,7 @@ func Start(cfg Config) (*Node, error) {
 		cfg.LeaderBalanceMoves = 8
 	}
 	n := &Node{cfg: cfg, logger: cfg.Logger.With("node", cfg.NodeID), meta: newMeta(), leaders: newLeaderTable(),
-		replicas: map[string]*replication.Replica{}, dirs: map[string]string{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), started: time.Now()}
+		replicas: map[string]*replication.Replica{}, dirs: map[string]string{}, kick: make(chan struct{}, 1), leadersKick: make(chan struct{}, 1), stop: make(chan struct{}), started: time.Now()}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.ctl = &Controller{cfg: cfg, meta: n.meta, node: n, leaders: n.leaders, logger: n.logger, ctx: n.ctx, wg: &n.wg}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
@@ -442,6 +444,7 @@ func (n *Node) openReplica(group, dirName string, lc log.Config, dense bool, gat
 		Group: group, NodeID: strconv.Itoa(int(n.cfg.NodeID)), ServerID: serverID(n.cfg.NodeID, n.incarnation),
 		Dir: dir, Log: lc, DenseOffsets: dense, Mux: n.mux, Quiescer: n.quiescer, Logger: n.logger, BootID: n.cfg.BootID, Raft: rc, FS: n.cfg.FS,
 		ProducerIDExpiration: n.cfg.ProducerIDExpiration, MaxProducerIDs: n.cfg.MaxProducerIDs, Gate: gate,
+		OnLeadership: n.kickLeaders,
 	})
 	if err == nil && n.cfg.AcceptDataLoss && r.Gated() {
 		r.ForceUngate("--accept-data-loss")
@@ -586,6 +589,13 @@ func (n *Node) Ready() (bool, string) {
 		return false, "the controller replica stopped by a write error: " + err.Error()
 	}
 	return true, ""
+}
+
+func (n *Node) kickLeaders() {
+	select {
+	case n.leadersKick <- struct{}{}:
+	default:
+	}
 }
 
 func (n *Node) kickReconcile() {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/raftlog/raftlog/log"
+	"github.com/raftlog/raftlog/log/vfs"
 	"github.com/raftlog/raftlog/replication"
 )
 
@@ -315,10 +316,13 @@ func (n *Node) dropReplica(g string) {
 	n.logger.Info("replica removed", "group", g)
 }
 
-// leaderLoop gossips the partitions this node leads.
+// leaderLoop gossips the partitions this node leads: when a replica won
+// or lost leadership, at most every leaderAnnounceMin, and every
+// leaderAnnounceEvery besides. Walking every replica each 100 ms was a
+// sixth of an idle node's CPU at 3,000 partitions.
 func (n *Node) leaderLoop() {
 	defer n.wg.Done()
-	t := time.NewTicker(100 * time.Millisecond)
+	t := time.NewTicker(leaderAnnounceEvery)
 	defer t.Stop()
 	var groups []string
 	var reps []*replication.Replica
@@ -327,6 +331,7 @@ func (n *Node) leaderLoop() {
 		case <-n.stop:
 			return
 		case <-t.C:
+		case <-n.leadersKick:
 		}
 		if n.ctl.r.IsLeader() {
 			n.announce(controllerGroup, int32(n.ctl.r.Term()))
@@ -342,8 +347,19 @@ func (n *Node) leaderLoop() {
 				n.announce(groups[i], int32(r.Term()))
 			}
 		}
+		// Elections come in bursts: the wins of this pause make one walk.
+		select {
+		case <-n.stop:
+			return
+		case <-time.After(leaderAnnounceMin):
+		}
 	}
 }
+
+const (
+	leaderAnnounceMin   = 100 * time.Millisecond
+	leaderAnnounceEvery = 2 * time.Second
+)
 
 func (n *Node) applyRetention() {
 	n.mu.Lock()
@@ -412,7 +428,10 @@ const groupFile = "group"
 
 // claimDir makes dir the directory of group: a directory left by another
 // group of the same name (a topic deleted and created again while this
-// node was away) is removed first, never reused.
+// node was away) is removed first, never reused. The group file is
+// written in place, not renamed into it: the directory is new, and a
+// file torn by a crash names no group, so the directory is taken for
+// half made and made again.
 func claimDir(dir, group string) error {
 	b, err := os.ReadFile(filepath.Join(dir, groupFile))
 	switch {
@@ -435,20 +454,12 @@ func claimDir(dir, group string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, groupFile+".tmp")
-	if err := os.WriteFile(tmp, []byte(group), 0o644); err != nil {
+	f, err := vfs.OS.Create(filepath.Join(dir, groupFile))
+	if err != nil {
 		return err
 	}
-	if f, err := os.Open(tmp); err == nil {
-		f.Sync()
-		f.Close()
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, groupFile)); err != nil {
+	if err := vfs.WriteSyncClose(f, []byte(group), 0); err != nil {
 		return err
 	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return vfs.OS.SyncDir(dir)
 }

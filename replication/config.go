@@ -68,6 +68,10 @@ type Config struct {
 	// whose error told that unsynced pages were dropped, so that even on
 	// the same boot the log may lack what it once acknowledged.
 	Gate string
+	// OnLeadership, when set, is called each time the replica wins or
+	// loses leadership, from the goroutine watching it: it must not
+	// block.
+	OnLeadership func()
 }
 
 // RaftConfig holds the Raft settings a deployment may tune.

@@ -497,6 +497,9 @@ func (r *Replica) watch() {
 			r.quiesce.stateChanged(prev, st)
 			prev = st
 		case isLeader := <-leader:
+			if r.cfg.OnLeadership != nil {
+				r.cfg.OnLeadership()
+			}
 			if !isLeader {
 				r.logger.Info("leadership lost", "term", r.Term())
 				r.prod.dropPending(r.notLeader())

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -110,11 +111,7 @@ type snapshotStore struct {
 }
 
 func openSnapshotStore(fsys vfs.FS, replicaDir string, l *log.Log) (*snapshotStore, error) {
-	s := &snapshotStore{fs: fsys, dir: filepath.Join(replicaDir, snapDir), log: l}
-	if err := vfs.MkdirAllSync(fsys, s.dir); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return &snapshotStore{fs: fsys, dir: filepath.Join(replicaDir, snapDir), log: l}, nil
 }
 
 func (s *snapshotStore) metaPath(id string) string { return filepath.Join(s.dir, id+".meta") }
@@ -130,6 +127,11 @@ func (s *snapshotStore) Create(version raft.SnapshotVersion, index, term uint64,
 		if err := s.redundantInstall(index, term); err != nil {
 			return nil, err
 		}
+	}
+	// The directory is made with the first snapshot: a new replica's
+	// creation costs a directory and an fsync less.
+	if err := vfs.MkdirAllSync(s.fs, s.dir); err != nil {
+		return nil, err
 	}
 	id := fmt.Sprintf("%020d-%020d-%d", term, index, time.Now().UnixNano())
 	meta := snapMeta{SnapshotMeta: raft.SnapshotMeta{
@@ -195,6 +197,9 @@ func (s *snapshotStore) List() ([]*raft.SnapshotMeta, error) {
 
 func (s *snapshotStore) list() ([]snapMeta, error) {
 	names, err := s.fs.List(s.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil // none taken yet
+	}
 	if err != nil {
 		return nil, err
 	}
