@@ -119,9 +119,34 @@ func newAppendTransport(inner raft.Transport, layer raft.StreamLayer, timeout ti
 		shutdown:  make(chan struct{}),
 	}
 	t.prevote, _ = inner.(raft.WithPreVote)
-	t.wg.Add(1)
-	go t.listen()
+	if s, ok := layer.(servedLayer); ok {
+		s.Serve(t.accept)
+	} else {
+		t.wg.Add(1)
+		go t.listen()
+	}
 	return t
+}
+
+// servedLayer is a stream layer that hands accepted streams to a
+// function (groupLayer.Serve), with no goroutine waiting in Accept.
+type servedLayer interface {
+	Serve(func(net.Conn))
+}
+
+// accept serves the stream c until it ends, unless the transport is
+// closed.
+func (t *appendTransport) accept(c net.Conn) {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		c.Close()
+		return
+	}
+	t.accepted[c] = struct{}{}
+	t.wg.Add(1)
+	t.mu.Unlock()
+	t.serve(c)
 }
 
 // consumers returns the two channels RPCs arrive on: those served here
@@ -455,16 +480,7 @@ func (t *appendTransport) listen() {
 			}
 			continue
 		}
-		t.mu.Lock()
-		if t.closed {
-			t.mu.Unlock()
-			c.Close()
-			return
-		}
-		t.accepted[c] = struct{}{}
-		t.mu.Unlock()
-		t.wg.Add(1)
-		go t.serve(c)
+		go t.accept(c)
 	}
 }
 

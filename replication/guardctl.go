@@ -41,46 +41,49 @@ const ctlTimeout = 5 * time.Second
 
 type ctlServer struct {
 	r     *Replica
-	layer raft.StreamLayer
-	wg    sync.WaitGroup
+	layer *groupLayer
+
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
 }
 
 func ctlGroup(group string) string { return group + "#ctl" }
 
 func newCtlServer(r *Replica) (*ctlServer, error) {
-	layer, err := r.cfg.Mux.Layer(ctlGroup(r.cfg.Group))
+	layer, err := r.cfg.Mux.layer(ctlGroup(r.cfg.Group), false)
 	if err != nil {
 		return nil, err
 	}
 	s := &ctlServer{r: r, layer: layer}
-	s.wg.Add(1)
-	go s.serve()
+	layer.Serve(s.serve)
 	return s, nil
 }
 
-func (s *ctlServer) serve() {
-	defer s.wg.Done()
-	for {
-		c, err := s.layer.Accept()
-		if err != nil {
-			return
-		}
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			defer c.Close()
-			c.SetDeadline(time.Now().Add(applyTimeout + ctlTimeout))
-			var req ctlRequest
-			if err := json.NewDecoder(bufio.NewReader(c)).Decode(&req); err != nil {
-				return
-			}
-			resp := s.r.handleCtl(req)
-			json.NewEncoder(c).Encode(resp)
-		}()
+// serve answers the one request of the stream c.
+func (s *ctlServer) serve(c net.Conn) {
+	defer c.Close()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
 	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	c.SetDeadline(time.Now().Add(applyTimeout + ctlTimeout))
+	var req ctlRequest
+	if err := json.NewDecoder(bufio.NewReader(c)).Decode(&req); err != nil {
+		return
+	}
+	resp := s.r.handleCtl(req)
+	json.NewEncoder(c).Encode(resp)
 }
 
 func (s *ctlServer) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 	s.layer.Close()
 	s.wg.Wait()
 }

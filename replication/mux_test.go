@@ -471,3 +471,65 @@ func TestMuxAcceptRetriesTemporaryErrors(t *testing.T) {
 	defer c.Close()
 	pingEcho(t, c)
 }
+
+// TestMuxSessionStreamsEnd: a stream dialed on a session is recorded in
+// the session's set until closed, and ending the set (what the mux does
+// the moment the session ends) fails a read blocked on the stream at
+// once, while the session still lives: yamux's own close of its streams
+// comes after a shutdown during which their readers spin.
+func TestMuxSessionStreamsEnd(t *testing.T) {
+	muxes := newTestMuxes(t, 2)
+	layer, err := muxes[1].Layer("g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := layer.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, never written
+		}
+	}()
+	c, err := muxes[0].Dial("g", muxes[1].Addr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, ok := c.(trackedStream)
+	if !ok {
+		t.Fatalf("dialed a %T, want a trackedStream", c)
+	}
+	ts.ss.mu.Lock()
+	_, held := ts.ss.m[ts.Stream]
+	ts.ss.mu.Unlock()
+	if !held {
+		t.Fatal("the dialed stream is not in its session's set")
+	}
+	c2, err := muxes[0].Dial("g", muxes[1].Addr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2.Close()
+	ts.ss.mu.Lock()
+	_, held = ts.ss.m[c2.(trackedStream).Stream]
+	ts.ss.mu.Unlock()
+	if held {
+		t.Fatal("a closed stream is still in its session's set")
+	}
+	read := make(chan error, 1)
+	go func() {
+		_, err := c.Read(make([]byte, 1))
+		read <- err
+	}()
+	ts.ss.end()
+	select {
+	case err := <-read:
+		if err == nil {
+			t.Fatal("the read returned no error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a read blocked on the stream did not end with its session's set")
+	}
+	c.Close()
+}
