@@ -49,7 +49,21 @@ type stableStore struct {
 	kv   map[string][]byte
 	seq  uint64 // sequence number of the current slot
 	slot int    // index of the slot holding the current state
+	// deferred is set while kv holds a LastVoteTerm not written yet
+	// (deferredVoteTerm); prevVoteTerm is what it replaced.
+	deferred     bool
+	prevVoteTerm []byte
 }
+
+// keyLastVoteTerm is hashicorp/raft's key for the term of its last vote.
+// Raft saves a vote as that key, then at once keyLastVoteCand, and sends
+// the vote only when both are saved: the term is written with the
+// candidate, one fsync for the two (a vote was three, with the term's).
+// A crash between the two loses a term for which no vote went out.
+const (
+	keyLastVoteTerm = "LastVoteTerm"
+	keyLastVoteCand = "LastVoteCand"
+)
 
 const (
 	stableName     = "raft.stable"
@@ -257,7 +271,13 @@ func (s *stableStore) Set(key, val []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, had := s.kv[string(key)]
-	if had && bytes.Equal(old, val) {
+	if string(key) == keyLastVoteTerm && !s.deferred {
+		// Written with the candidate that follows (keyLastVoteTerm).
+		s.deferred, s.prevVoteTerm = true, old
+		s.kv[string(key)] = append([]byte(nil), val...)
+		return nil
+	}
+	if had && bytes.Equal(old, val) && !s.deferred {
 		return nil // durable already
 	}
 	s.kv[string(key)] = append([]byte(nil), val...)
@@ -267,9 +287,24 @@ func (s *stableStore) Set(key, val []byte) error {
 		} else {
 			delete(s.kv, string(key))
 		}
+		if s.deferred && string(key) != keyLastVoteTerm {
+			s.restoreVoteTermLocked()
+		}
 		return fmt.Errorf("replication: stable store: %w", err)
 	}
+	s.deferred, s.prevVoteTerm = false, nil
 	return nil
+}
+
+// restoreVoteTermLocked puts back the LastVoteTerm a deferred one
+// replaced: the write that was to carry it failed.
+func (s *stableStore) restoreVoteTermLocked() {
+	if s.prevVoteTerm == nil {
+		delete(s.kv, keyLastVoteTerm)
+	} else {
+		s.kv[keyLastVoteTerm] = s.prevVoteTerm
+	}
+	s.deferred, s.prevVoteTerm = false, nil
 }
 
 // Get implements raft.StableStore.

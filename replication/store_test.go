@@ -243,6 +243,55 @@ func TestStableStore(t *testing.T) {
 	}
 }
 
+// TestStableStoreVoteInOneWrite: the term of a vote is written with its
+// candidate, as hashicorp/raft's persistVote sets them, one after the
+// other: alone it is not written (a crash then loses it, and no vote went
+// out), and the candidate's write carries it, also when the candidate is
+// the one already held (a vote for the same node in a later term), where
+// an unchanged value is otherwise not written again.
+func TestStableStoreVoteInOneWrite(t *testing.T) {
+	fs := vfs.NewMem()
+	fs.MkdirAll("/s")
+	fs.SyncDir("/")
+	s, err := openStableStore(fs, "/s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reopen := func() *stableStore {
+		t.Helper()
+		s2, err := openStableStore(fs.CrashClone(vfs.CrashOptions{}), "/s", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s2
+	}
+	vote := func(term uint64, cand string) {
+		t.Helper()
+		if err := s.SetUint64([]byte(keyLastVoteTerm), term); err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := s.GetUint64([]byte(keyLastVoteTerm)); v != term {
+			t.Fatalf("term %d read back as %d", term, v)
+		}
+		if v, _ := reopen().GetUint64([]byte(keyLastVoteTerm)); v == term {
+			t.Fatalf("term %d written before its candidate", term)
+		}
+		if err := s.Set([]byte(keyLastVoteCand), []byte(cand)); err != nil {
+			t.Fatal(err)
+		}
+		s2 := reopen()
+		if v, _ := s2.GetUint64([]byte(keyLastVoteTerm)); v != term {
+			t.Fatalf("after the candidate: term %d on disk, want %d", v, term)
+		}
+		if v, _ := s2.Get([]byte(keyLastVoteCand)); string(v) != cand {
+			t.Fatalf("after the candidate: %q on disk, want %q", v, cand)
+		}
+	}
+	vote(3, "n1")
+	vote(4, "n1") // the same candidate again
+	vote(5, "n2")
+}
+
 // TestStableStoreOnFullDisk: a term or vote is saved on a disk with no
 // free block (hashicorp/raft panics when it cannot save its term), since a
 // change overwrites a slot of a file whose blocks exist.
