@@ -189,7 +189,9 @@ func testLogStoreRoundTripAndReopen(t *testing.T, dense bool) {
 	}
 }
 
-func TestStableStore(t *testing.T) {
+// newTestStable opens a new stable store in /s of a new memory file system.
+func newTestStable(t *testing.T) (*vfs.MemFS, *stableStore) {
+	t.Helper()
 	fs := vfs.NewMem()
 	fs.MkdirAll("/s")
 	fs.SyncDir("/")
@@ -197,6 +199,11 @@ func TestStableStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return fs, s
+}
+
+func TestStableStore(t *testing.T) {
+	fs, s := newTestStable(t)
 	if _, err := s.Get([]byte("x")); err == nil || err.Error() != "not found" {
 		t.Fatalf("missing key: %v (raft compares the text)", err)
 	}
@@ -250,13 +257,7 @@ func TestStableStore(t *testing.T) {
 // the one already held (a vote for the same node in a later term), where
 // an unchanged value is otherwise not written again.
 func TestStableStoreVoteInOneWrite(t *testing.T) {
-	fs := vfs.NewMem()
-	fs.MkdirAll("/s")
-	fs.SyncDir("/")
-	s, err := openStableStore(fs, "/s", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fs, s := newTestStable(t)
 	reopen := func() *stableStore {
 		t.Helper()
 		s2, err := openStableStore(fs.CrashClone(vfs.CrashOptions{}), "/s", nil)
