@@ -83,7 +83,7 @@ func newAppendConn(target raft.ServerAddress, c net.Conn) *appendConn {
 	if v, ok := c.(buffersWriter); ok {
 		ac.w.vec = v
 	} else {
-		ac.w.w = bufio.NewWriterSize(c, appendBufferSize)
+		ac.w.conn = c // a session stream: a pooled writer per request
 	}
 	return ac
 }
@@ -495,10 +495,38 @@ func (t *appendTransport) serve(c net.Conn) {
 		delete(t.accepted, c)
 		t.mu.Unlock()
 	}()
-	r := wireReader{r: bufio.NewReaderSize(c, appendBufferSize), arena: new(entryArena)}
+	r := wireReader{arena: new(entryArena)}
+	// A session stream waits for its next request holding no buffer
+	// (readerPool); a direct connection, of which a node holds a bounded
+	// number, keeps one, sparing a read per request.
+	lazy := sessionStream(c)
+	var first firstByte
+	if !lazy {
+		r.r = bufio.NewReaderSize(c, appendBufferSize)
+	}
+	defer func() {
+		if lazy && r.r != nil {
+			r.r.Reset(nil)
+			readerPool.Put(r.r)
+		}
+	}()
 	w := wireWriter{w: bufio.NewWriterSize(c, appendResponseBuffer)}
 	respCh := make(chan raft.RPCResponse, 1)
 	for {
+		if lazy && r.r == nil {
+			if err := first.wait(c); err != nil {
+				select {
+				case <-t.shutdown:
+				default:
+					if err != io.EOF && !errors.Is(err, net.ErrClosed) {
+						t.logger.Warn("reading an append request failed", "error", err)
+					}
+				}
+				return
+			}
+			r.r = readerPool.Get().(*bufio.Reader)
+			r.r.Reset(&first)
+		}
 		req := new(raft.AppendEntriesRequest)
 		if err := r.readAppendRequest(req); err != nil {
 			r.arena.release() // Raft never saw this request
@@ -549,7 +577,46 @@ func (t *appendTransport) serve(c net.Conn) {
 		if t.quiesce != nil && resp.Error == nil {
 			t.quiesce.served(leader, req, out, heartbeat)
 		}
+		if lazy && r.r.Buffered() == 0 {
+			r.r.Reset(nil)
+			readerPool.Put(r.r)
+			r.r = nil
+		}
 	}
+}
+
+// firstByte waits for the first bytes of a request on a stream (wait),
+// then, as the reader of a pooled bufio.Reader, yields them and the rest
+// of the stream: the stream's next bytes, the whole of a small request,
+// are read into a small array of its own.
+type firstByte struct {
+	c        io.Reader
+	b        [128]byte
+	off, end int
+}
+
+// wait blocks until the stream's next bytes arrive, and holds them.
+func (f *firstByte) wait(c io.Reader) error {
+	f.c, f.off, f.end = c, 0, 0
+	for {
+		n, err := c.Read(f.b[:])
+		if n > 0 {
+			f.end = n
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (f *firstByte) Read(p []byte) (int, error) {
+	if f.off < f.end {
+		n := copy(p, f.b[f.off:f.end])
+		f.off += n
+		return n, nil
+	}
+	return f.c.Read(p)
 }
 
 // Close implements raft.WithClose: it closes the streams, stops serving

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -612,5 +613,24 @@ func TestAppendWireVectored(t *testing.T) {
 	var got raft.AppendEntriesRequest
 	if err := wr.readAppendRequest(&got); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFirstByte: the byte a session stream's server waited for comes
+// first, then the rest of the stream, through a pooled reader.
+func TestFirstByte(t *testing.T) {
+	var f firstByte
+	if err := f.wait(strings.NewReader("abcdef")); err != nil {
+		t.Fatal(err)
+	}
+	br := readerPool.Get().(*bufio.Reader)
+	defer readerPool.Put(br)
+	br.Reset(&f)
+	got, err := io.ReadAll(br)
+	if err != nil || string(got) != "abcdef" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	if err := f.wait(strings.NewReader("")); err != io.EOF {
+		t.Fatalf("wait at the end: %v, want EOF", err)
 	}
 }

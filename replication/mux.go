@@ -428,7 +428,29 @@ type bufferedConn struct {
 	once    sync.Once
 }
 
-func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+// Read reads what the handshake's reader read ahead, then the stream
+// itself: the reader goes once it is drained (a node holds thousands of
+// streams, most idle).
+func (c *bufferedConn) Read(p []byte) (int, error) {
+	if c.r != nil {
+		if c.r.Buffered() > 0 {
+			return c.r.Read(p)
+		}
+		c.r = nil
+	}
+	return c.Conn.Read(p)
+}
+
+// sessionStream reports whether c is a stream accepted on a session
+// (not a direct connection).
+func sessionStream(c net.Conn) bool {
+	bc, ok := c.(*bufferedConn)
+	if !ok {
+		return false
+	}
+	_, ok = bc.Conn.(*yamux.Stream)
+	return ok
+}
 
 func (c *bufferedConn) Close() error {
 	err := c.Conn.Close()
