@@ -515,13 +515,7 @@ func (t *appendTransport) serve(c net.Conn) {
 	for {
 		if lazy && r.r == nil {
 			if err := first.wait(c); err != nil {
-				select {
-				case <-t.shutdown:
-				default:
-					if err != io.EOF && !errors.Is(err, net.ErrClosed) {
-						t.logger.Warn("reading an append request failed", "error", err)
-					}
-				}
+				t.readFailed(err)
 				return
 			}
 			r.r = readerPool.Get().(*bufio.Reader)
@@ -530,13 +524,7 @@ func (t *appendTransport) serve(c net.Conn) {
 		req := new(raft.AppendEntriesRequest)
 		if err := r.readAppendRequest(req); err != nil {
 			r.arena.release() // Raft never saw this request
-			select {
-			case <-t.shutdown:
-			default:
-				if err != io.EOF && !errors.Is(err, net.ErrClosed) {
-					t.logger.Warn("reading an append request failed", "error", err)
-				}
-			}
+			t.readFailed(err)
 			return
 		}
 		rpc := raft.RPC{Command: req, RespChan: respCh}
@@ -581,6 +569,18 @@ func (t *appendTransport) serve(c net.Conn) {
 			r.r.Reset(nil)
 			readerPool.Put(r.r)
 			r.r = nil
+		}
+	}
+}
+
+// readFailed logs a failed read of an append stream unless the stream
+// ended as streams end (EOF, closed) or the transport is closing.
+func (t *appendTransport) readFailed(err error) {
+	select {
+	case <-t.shutdown:
+	default:
+		if err != io.EOF && !errors.Is(err, net.ErrClosed) {
+			t.logger.Warn("reading an append request failed", "error", err)
 		}
 	}
 }
