@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -32,61 +31,6 @@ import (
 // bounded where memory is short: nearing the limit the collector runs as
 // often as it must, whatever the percentage.
 const DefaultGCPercent = 400
-
-// DefaultGCHeadroom bounds how far past what is live the percentage lets
-// the heap grow (TuneGC). Go's pacer counts goroutine stacks and globals
-// with the live heap: a node of 10,000 replicas held 0.5 GB of stacks and
-// 0.3 GB of live heap, and at 400 % grew to 3 GB resident, most of it
-// garbage.
-const DefaultGCHeadroom = 512 << 20
-
-// gcPercentFor is the percentage that lets the heap grow by at most
-// headroom past live bytes of heap with roots bytes of stacks and
-// globals: want, unless that grows it further, and never under Go's 100.
-// want off (negative) or at most 100 stands as it is.
-func gcPercentFor(want int, live, roots uint64, headroom int64) int {
-	if want <= 100 || headroom <= 0 {
-		return want
-	}
-	base := live + roots
-	if base == 0 {
-		return want
-	}
-	p := uint64(headroom) * 100 / base
-	if p >= uint64(want) {
-		return want
-	}
-	return max(int(p), 100)
-}
-
-// TuneGC keeps the collector's percentage at want while that lets the
-// heap grow at most headroom past what is live (with stacks and
-// globals), lower otherwise (not under 100), reading the runtime's
-// figures every period until stop is closed.
-func TuneGC(want int, headroom int64, period time.Duration, stop <-chan struct{}) {
-	m := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"}}
-	t := time.NewTicker(period)
-	defer t.Stop()
-	cur := want
-	for {
-		metrics.Read(m)
-		var v [3]uint64
-		for i := range m {
-			if m[i].Value.Kind() == metrics.KindUint64 {
-				v[i] = m[i].Value.Uint64()
-			}
-		}
-		if p := gcPercentFor(want, v[0], v[1]+v[2], headroom); p != cur {
-			debug.SetGCPercent(p)
-			cur = p
-		}
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-	}
-}
 
 // GCSettings are a process's collector settings.
 type GCSettings struct {

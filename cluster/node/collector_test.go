@@ -87,28 +87,3 @@ func TestNodeGC(t *testing.T) {
 		t.Fatalf("off read back as %+v", got)
 	}
 }
-
-// The percentage lets the heap grow by at most the headroom past what is
-// live with stacks and globals, never under 100; one given at or under
-// 100, or off, stands.
-func TestGCPercentFor(t *testing.T) {
-	const mib = 1 << 20
-	for _, c := range []struct {
-		want        int
-		live, roots uint64
-		headroom    int64
-		got         int
-	}{
-		{400, 50 * mib, 10 * mib, 512 * mib, 400},   // a node of few partitions: as wanted
-		{400, 300 * mib, 500 * mib, 512 * mib, 100}, // 10,000 replicas: 64 %, held at 100
-		{400, 100 * mib, 100 * mib, 512 * mib, 256}, // between
-		{400, 0, 0, 512 * mib, 400},                 // nothing measured yet
-		{80, 300 * mib, 500 * mib, 512 * mib, 80},   // at most 100: as given
-		{-1, 300 * mib, 500 * mib, 512 * mib, -1},   // off
-		{400, 300 * mib, 500 * mib, 0, 400},         // no headroom: as wanted
-	} {
-		if got := gcPercentFor(c.want, c.live, c.roots, c.headroom); got != c.got {
-			t.Errorf("gcPercentFor(%d, %d MiB, %d MiB, %d MiB) = %d, want %d", c.want, c.live/mib, c.roots/mib, c.headroom/mib, got, c.got)
-		}
-	}
-}

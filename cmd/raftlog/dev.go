@@ -84,11 +84,6 @@ the data directory; a temporary directory (no --dir) is removed at the end.`)
 	gc := node.ResolveGC(node.DefaultGCPercent, false, 0, false)
 	node.SetGC(gc)
 	node.LogGC(logger, gc)
-	if os.Getenv("GOGC") == "" {
-		stopGC := make(chan struct{})
-		defer close(stopGC)
-		go node.TuneGC(gc.GCPercent, node.DefaultGCHeadroom, gcTunePeriod, stopGC)
-	}
 
 	var running []*node.Node
 	// stop closes the nodes, quietly, and removes a temporary directory

@@ -97,7 +97,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.offsetsCheck, "offsets-retention-check-interval", rpc.DefaultOffsetsRetentionCheck, "how often the group coordinator looks for expired committed offsets (offsets.retention.check.interval.ms)")
 	fs.DurationVar(&f.deadNodeTimeout, "dead-node-timeout", 10*time.Minute, "move the replicas of a node that has not been a live member for this long to live nodes (0: never)")
 	fs.Int64Var(&f.writeBehind, "write-behind-bytes", log.DefaultWriteBehindBytes, "start the writeback of a partition log's new bytes to the device every this many bytes (sync_file_range), so the kernel writes the logs back in small steps instead of bursts that stall appends; makes nothing durable (negative: leave it to the kernel)")
-	fs.IntVar(&f.gcPercent, "gc-percent", node.DefaultGCPercent, "the Go collector's heap growth between collections, in percent of the live heap (GOGC, which applies when this flag is not given); above Go's 100 it trades memory for fewer collections, whose work takes CPU from the appends in flight (negative: none until the memory limit); left unset, the default is lowered, not under 100, while it would let the heap grow more than 512 MiB past what is live with the goroutine stacks (a node of thousands of partitions)")
+	fs.IntVar(&f.gcPercent, "gc-percent", node.DefaultGCPercent, "the Go collector's heap growth between collections, in percent of the live heap (GOGC, which applies when this flag is not given); above Go's 100 it trades memory for fewer collections, whose work takes CPU from the appends in flight (negative: none until the memory limit)")
 	fs.Int64Var(&f.memoryLimit, "memory-limit-bytes", 0, "soft limit of the Go heap: nearing it the collector runs as often as it must (GOMEMLIMIT, which applies when this flag is not given; 0: half the memory of the machine, or of the cgroup when lower; negative: none)")
 	fs.BoolVar(&f.noQuiesce, "no-quiesce", false, "keep every idle partition's Raft heartbeats going instead of quiescing it (one link per pair of nodes stands in for them by default)")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's profiles (net/http/pprof) under /debug/pprof/ on the HTTP listener")
@@ -167,11 +167,6 @@ on the command line wins over its variable. See docs/operations.md.`)
 	gc := node.ResolveGC(f.gcPercent, given["gc-percent"], f.memoryLimit, given["memory-limit-bytes"])
 	node.SetGC(gc)
 	node.LogGC(logger, gc)
-	if !given["gc-percent"] && os.Getenv("GOGC") == "" {
-		stopGC := make(chan struct{})
-		defer close(stopGC)
-		go node.TuneGC(gc.GCPercent, node.DefaultGCHeadroom, gcTunePeriod, stopGC)
-	}
 	warnFileLimit(logger, f.maxPartsPerNode)
 	nd, err := node.Start(nodeConfig(f, logger, false))
 	if err != nil {
@@ -188,10 +183,6 @@ on the command line wins over its variable. See docs/operations.md.`)
 	}
 	return 0
 }
-
-// gcTunePeriod is how often the collector's percentage is set again
-// (node.TuneGC).
-const gcTunePeriod = 5 * time.Second
 
 // nodeConfig is the node configuration of f; local gives the fast gossip
 // timings of a cluster on one machine (`raftlog dev`). Raft's timings are
