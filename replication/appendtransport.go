@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -27,7 +28,7 @@ import (
 type appendTransport struct {
 	raft.Transport
 	prevote     raft.WithPreVote
-	layer       raft.StreamLayer
+	layer       *groupLayer
 	timeout     time.Duration
 	maxPool     int
 	maxInFlight int
@@ -51,6 +52,10 @@ type appendTransport struct {
 	hbFn func(raft.RPC)
 
 	beating inFlight // heartbeats answered here on their way to followers
+
+	// readersHeld counts the session streams served here that hold a
+	// reader of readerPool: those amid a request.
+	readersHeld atomic.Int64
 
 	pool idlePool[*appendConn]
 
@@ -111,7 +116,7 @@ func (e rpcError) Error() string { return string(e) }
 // newAppendTransport wraps inner, serving and sending appends on layer.
 // maxInFlight bounds the pipelined requests to one follower, as
 // raft.NetworkTransportConfig.MaxRPCsInFlight does (at least 2).
-func newAppendTransport(inner raft.Transport, layer raft.StreamLayer, timeout time.Duration, maxPool, maxInFlight int, logger hclog.Logger) *appendTransport {
+func newAppendTransport(inner raft.Transport, layer *groupLayer, timeout time.Duration, maxPool, maxInFlight int, logger hclog.Logger) *appendTransport {
 	t := &appendTransport{
 		Transport: inner, layer: layer, timeout: timeout, maxPool: maxPool, maxInFlight: max(maxInFlight, 2), logger: logger,
 		consumeCh: make(chan raft.RPC),
@@ -119,19 +124,8 @@ func newAppendTransport(inner raft.Transport, layer raft.StreamLayer, timeout ti
 		shutdown:  make(chan struct{}),
 	}
 	t.prevote, _ = inner.(raft.WithPreVote)
-	if s, ok := layer.(servedLayer); ok {
-		s.Serve(t.accept)
-	} else {
-		t.wg.Add(1)
-		go t.listen()
-	}
+	layer.Serve(t.accept)
 	return t
-}
-
-// servedLayer is a stream layer that hands accepted streams to a
-// function (groupLayer.Serve), with no goroutine waiting in Accept.
-type servedLayer interface {
-	Serve(func(net.Conn))
 }
 
 // accept serves the stream c until it ends, unless the transport is
@@ -458,32 +452,6 @@ func (t *appendTransport) AppendEntriesPipeline(id raft.ServerID, target raft.Se
 	return p, nil
 }
 
-// listen accepts the append streams of peers.
-func (t *appendTransport) listen() {
-	defer t.wg.Done()
-	for {
-		c, err := t.layer.Accept()
-		if err != nil {
-			select {
-			case <-t.shutdown:
-				return
-			default:
-			}
-			if errors.Is(err, ErrMuxClosed) {
-				return
-			}
-			t.logger.Warn("append stream accept failed", "error", err)
-			select {
-			case <-t.shutdown:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			continue
-		}
-		go t.accept(c)
-	}
-}
-
 // serve answers the requests of one stream, one at a time, as
 // raft.NetworkTransport does: heartbeats through the heartbeat handler,
 // the rest through the consumer channel.
@@ -500,26 +468,26 @@ func (t *appendTransport) serve(c net.Conn) {
 	// (readerPool); a direct connection, of which a node holds a bounded
 	// number, keeps one, sparing a read per request.
 	lazy := sessionStream(c)
-	var first firstByte
+	var head requestHead
 	if !lazy {
 		r.r = bufio.NewReaderSize(c, appendBufferSize)
 	}
 	defer func() {
 		if lazy && r.r != nil {
-			r.r.Reset(nil)
-			readerPool.Put(r.r)
+			t.putReader(r.r)
 		}
 	}()
 	w := wireWriter{w: bufio.NewWriterSize(c, appendResponseBuffer)}
 	respCh := make(chan raft.RPCResponse, 1)
 	for {
 		if lazy && r.r == nil {
-			if err := first.wait(c); err != nil {
+			if err := head.wait(c); err != nil {
 				t.readFailed(err)
 				return
 			}
 			r.r = readerPool.Get().(*bufio.Reader)
-			r.r.Reset(&first)
+			r.r.Reset(&head)
+			t.readersHeld.Add(1)
 		}
 		req := new(raft.AppendEntriesRequest)
 		if err := r.readAppendRequest(req); err != nil {
@@ -566,8 +534,7 @@ func (t *appendTransport) serve(c net.Conn) {
 			t.quiesce.served(leader, req, out, heartbeat)
 		}
 		if lazy && r.r.Buffered() == 0 {
-			r.r.Reset(nil)
-			readerPool.Put(r.r)
+			t.putReader(r.r)
 			r.r = nil
 		}
 	}
@@ -585,18 +552,25 @@ func (t *appendTransport) readFailed(err error) {
 	}
 }
 
-// firstByte waits for the first bytes of a request on a stream (wait),
+// putReader hands a session stream's reader back to readerPool.
+func (t *appendTransport) putReader(r *bufio.Reader) {
+	r.Reset(nil)
+	readerPool.Put(r)
+	t.readersHeld.Add(-1)
+}
+
+// requestHead waits for the first bytes of a request on a stream (wait),
 // then, as the reader of a pooled bufio.Reader, yields them and the rest
 // of the stream: the stream's next bytes, the whole of a small request,
 // are read into a small array of its own.
-type firstByte struct {
+type requestHead struct {
 	c        io.Reader
 	b        [128]byte
 	off, end int
 }
 
 // wait blocks until the stream's next bytes arrive, and holds them.
-func (f *firstByte) wait(c io.Reader) error {
+func (f *requestHead) wait(c io.Reader) error {
 	f.c, f.off, f.end = c, 0, 0
 	for {
 		n, err := c.Read(f.b[:])
@@ -610,7 +584,7 @@ func (f *firstByte) wait(c io.Reader) error {
 	}
 }
 
-func (f *firstByte) Read(p []byte) (int, error) {
+func (f *requestHead) Read(p []byte) (int, error) {
 	if f.off < f.end {
 		n := copy(p, f.b[f.off:f.end])
 		f.off += n

@@ -305,7 +305,7 @@ func newTransportPair(t *testing.T, group string, fastOnB bool) *transportPair {
 			t.Cleanup(func() { inner.Close() })
 			continue
 		}
-		fast, err := m.Layer(group + appendStreamSuffix)
+		fast, err := m.layer(group+appendStreamSuffix, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -452,6 +452,14 @@ func TestAppendTransportRPCs(t *testing.T) {
 			}
 			if err := <-done; err != nil {
 				t.Fatal(err)
+			}
+			if fast {
+				// Its streams, on the session, idle now with their
+				// pipeline still open, hold no reader.
+				bt := b.(*appendTransport)
+				waitFor(t, "the served streams to give their readers back", 10*time.Second, func() bool {
+					return bt.readersHeld.Load() == 0
+				})
 			}
 			pl.Close()
 			if _, err := pl.AppendEntries(randomAppendRequest(rng), new(raft.AppendEntriesResponse)); err == nil {
@@ -619,7 +627,7 @@ func TestAppendWireVectored(t *testing.T) {
 // TestFirstByte: the byte a session stream's server waited for comes
 // first, then the rest of the stream, through a pooled reader.
 func TestFirstByte(t *testing.T) {
-	var f firstByte
+	var f requestHead
 	if err := f.wait(strings.NewReader("abcdef")); err != nil {
 		t.Fatal(err)
 	}

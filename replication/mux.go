@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -57,13 +56,11 @@ type Mux struct {
 	dial   DialFunc
 
 	mu       sync.Mutex
-	sessions map[raft.ServerAddress]*yamux.Session
-	// streams holds the streams opened on each dialed session.
-	streams map[*yamux.Session]*streamSet
-	dialing map[raft.ServerAddress]*dialCall
-	groups  map[string]*groupLayer
-	closed  bool
-	conns   map[net.Conn]struct{} // accepted connections and dialed direct ones, closed with the mux
+	sessions map[raft.ServerAddress]*dialedSession
+	dialing  map[raft.ServerAddress]*dialCall
+	groups   map[string]*groupLayer
+	closed   bool
+	conns    map[net.Conn]struct{} // accepted connections and dialed direct ones, closed with the mux
 
 	directLimit int
 	direct      map[raft.ServerAddress]int       // direct connections dialed to each peer and open
@@ -81,8 +78,14 @@ type DialFunc func(addr string, timeout time.Duration) (net.Conn, error)
 
 type dialCall struct {
 	done chan struct{}
-	s    *yamux.Session
+	s    *dialedSession
 	err  error
+}
+
+// dialedSession is a session this node dialed, with its open streams.
+type dialedSession struct {
+	*yamux.Session
+	streams *streamSet
 }
 
 var (
@@ -139,8 +142,7 @@ func NewMux(ln net.Listener, advertise string, opts ...MuxOption) *Mux {
 		dial: func(addr string, timeout time.Duration) (net.Conn, error) {
 			return net.DialTimeout("tcp", addr, timeout)
 		},
-		sessions: map[raft.ServerAddress]*yamux.Session{},
-		streams:  map[*yamux.Session]*streamSet{},
+		sessions: map[raft.ServerAddress]*dialedSession{},
 		dialing:  map[raft.ServerAddress]*dialCall{},
 		groups:   map[string]*groupLayer{},
 		conns:    map[net.Conn]struct{}{},
@@ -252,8 +254,7 @@ func (m *Mux) serveConn(c net.Conn) {
 		return
 	}
 	defer s.Close()
-	ss := new(streamSet)
-	defer ss.end()
+	ss := watchStreams(s)
 	for {
 		st, err := s.AcceptStream()
 		if err != nil {
@@ -275,6 +276,17 @@ type streamSet struct {
 	mu    sync.Mutex
 	m     map[*yamux.Stream]struct{}
 	ended bool
+}
+
+// watchStreams returns the stream set of session s, ended the moment s
+// is shut down.
+func watchStreams(s *yamux.Session) *streamSet {
+	ss := new(streamSet)
+	go func() {
+		<-s.CloseChan()
+		ss.end()
+	}()
+	return ss
 }
 
 // add records st; false when the session already ended.
@@ -406,14 +418,10 @@ func (m *Mux) route(c net.Conn, br *bufio.Reader, onClose func()) {
 		conn.Close()
 		return
 	}
-	if h := g.handler.Load(); h != nil {
-		(*h)(conn)
-		return
-	}
 	select {
 	case g.accept <- conn:
 	case <-g.served:
-		(*g.handler.Load())(conn)
+		g.handler(conn)
 	case <-g.closed:
 		conn.Close()
 	}
@@ -464,7 +472,7 @@ func (c *bufferedConn) Close() error {
 }
 
 // session returns the session to addr, dialing it once for all callers.
-func (m *Mux) session(addr raft.ServerAddress, timeout time.Duration) (*yamux.Session, error) {
+func (m *Mux) session(addr raft.ServerAddress, timeout time.Duration) (*dialedSession, error) {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -485,9 +493,11 @@ func (m *Mux) session(addr raft.ServerAddress, timeout time.Duration) (*yamux.Se
 
 	c, err := m.dial(string(addr), timeout)
 	if err == nil {
-		call.s, err = yamux.Client(c, yamuxConfig(m.logger))
-		if err != nil {
+		var s *yamux.Session
+		if s, err = yamux.Client(c, yamuxConfig(m.logger)); err != nil {
 			c.Close()
+		} else {
+			call.s = &dialedSession{Session: s, streams: watchStreams(s)}
 		}
 	}
 	call.err = err
@@ -499,15 +509,6 @@ func (m *Mux) session(addr raft.ServerAddress, timeout time.Duration) (*yamux.Se
 			call.s, call.err = nil, ErrMuxClosed
 		} else {
 			m.sessions[addr] = call.s
-			ss := new(streamSet)
-			m.streams[call.s] = ss
-			go func(s *yamux.Session) {
-				<-s.CloseChan()
-				ss.end()
-				m.mu.Lock()
-				delete(m.streams, s)
-				m.mu.Unlock()
-			}(call.s)
 		}
 	}
 	m.mu.Unlock()
@@ -526,14 +527,11 @@ func (m *Mux) Dial(group string, addr raft.ServerAddress, timeout time.Duration)
 		s.Close()
 		return nil, err
 	}
-	m.mu.Lock()
-	ss := m.streams[s]
-	m.mu.Unlock()
-	if ss == nil || !ss.add(st) {
+	if !s.streams.add(st) {
 		st.Close()
 		return nil, yamux.ErrSessionShutdown
 	}
-	c := trackedStream{Stream: st, ss: ss}
+	c := trackedStream{Stream: st, ss: s.streams}
 	if err := handshake(c, muxMagic, group, addr); err != nil {
 		c.Close()
 		return nil, err
@@ -713,7 +711,7 @@ func (m *Mux) Close() error {
 	close(m.stop)
 	votes := m.votes
 	sessions := m.sessions
-	m.sessions = map[raft.ServerAddress]*yamux.Session{}
+	m.sessions = map[raft.ServerAddress]*dialedSession{}
 	conns := make([]net.Conn, 0, len(m.conns))
 	for c := range m.conns {
 		conns = append(conns, c)
@@ -741,9 +739,9 @@ type groupLayer struct {
 	accept chan net.Conn
 	once   sync.Once
 	closed chan struct{}
-	// handler, once Serve set it, is given each accepted stream in the
-	// goroutine that routed it, instead of Accept; served is closed then.
-	handler atomic.Pointer[func(net.Conn)]
+	// handler, set by Serve before it closes served, is given each
+	// accepted stream in the goroutine that routed it, instead of Accept.
+	handler func(net.Conn)
 	served  chan struct{}
 
 	// The streams accepted for the group and not closed yet: closing the
@@ -780,7 +778,7 @@ func (g *groupLayer) untrack(c *bufferedConn) {
 // its own, instead of to Accept: a group served so needs no goroutine
 // waiting in Accept, and a node holds thousands of groups. Called once.
 func (g *groupLayer) Serve(fn func(net.Conn)) {
-	g.handler.Store(&fn)
+	g.handler = fn
 	close(g.served)
 }
 

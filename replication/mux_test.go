@@ -201,8 +201,13 @@ func testGroupCloseAborts(t *testing.T, direct bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-accepted
-	<-accepted
+	for range 2 {
+		// Append streams serve a session stream without holding a
+		// buffer between requests, a direct connection with one.
+		if c := <-accepted; sessionStream(c) == direct {
+			t.Fatalf("sessionStream of an accepted %T (direct %v): %v", c.(*bufferedConn).Conn, direct, !direct)
+		}
+	}
 	layer.Close()
 
 	reader.SetReadDeadline(time.Now().Add(3 * time.Second))
@@ -473,10 +478,10 @@ func TestMuxAcceptRetriesTemporaryErrors(t *testing.T) {
 }
 
 // TestMuxSessionStreamsEnd: a stream dialed on a session is recorded in
-// the session's set until closed, and ending the set (what the mux does
-// the moment the session ends) fails a read blocked on the stream at
-// once, while the session still lives: yamux's own close of its streams
-// comes after a shutdown during which their readers spin.
+// the session's set until closed; the set ends when the session shuts
+// down; and ending the set fails a read blocked on the stream at once,
+// while the session still lives (yamux's own close of its streams comes
+// after a shutdown during which their readers spin).
 func TestMuxSessionStreamsEnd(t *testing.T) {
 	muxes := newTestMuxes(t, 2)
 	layer, err := muxes[1].Layer("g")
@@ -492,37 +497,53 @@ func TestMuxSessionStreamsEnd(t *testing.T) {
 			defer c.Close() // held open, never written
 		}
 	}()
-	c, err := muxes[0].Dial("g", muxes[1].Addr(), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
+	dial := func() trackedStream {
+		t.Helper()
+		c, err := muxes[0].Dial("g", muxes[1].Addr(), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts, ok := c.(trackedStream)
+		if !ok {
+			t.Fatalf("dialed a %T, want a trackedStream", c)
+		}
+		return ts
 	}
-	ts, ok := c.(trackedStream)
-	if !ok {
-		t.Fatalf("dialed a %T, want a trackedStream", c)
+	held := func(ts trackedStream) (held, ended bool) {
+		ts.ss.mu.Lock()
+		defer ts.ss.mu.Unlock()
+		_, held = ts.ss.m[ts.Stream]
+		return held, ts.ss.ended
 	}
-	ts.ss.mu.Lock()
-	_, held := ts.ss.m[ts.Stream]
-	ts.ss.mu.Unlock()
-	if !held {
-		t.Fatal("the dialed stream is not in its session's set")
+
+	// Recorded while open, forgotten when closed.
+	a, b := dial(), dial()
+	b.Close()
+	if h, _ := held(a); !h {
+		t.Fatal("an open dialed stream is not in its session's set")
 	}
-	c2, err := muxes[0].Dial("g", muxes[1].Addr(), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c2.Close()
-	ts.ss.mu.Lock()
-	_, held = ts.ss.m[c2.(trackedStream).Stream]
-	ts.ss.mu.Unlock()
-	if held {
+	if h, _ := held(b); h {
 		t.Fatal("a closed stream is still in its session's set")
 	}
+	// The set ends with its session.
+	muxes[0].mu.Lock()
+	s := muxes[0].sessions[muxes[1].Addr()]
+	muxes[0].mu.Unlock()
+	s.Close()
+	waitFor(t, "the set of a closed session to end", 10*time.Second, func() bool {
+		_, ended := held(a)
+		return ended
+	})
+	a.Close()
+
+	// Ending the set of a live session ends a read blocked on a stream.
+	c := dial()
 	read := make(chan error, 1)
 	go func() {
 		_, err := c.Read(make([]byte, 1))
 		read <- err
 	}()
-	ts.ss.end()
+	c.ss.end()
 	select {
 	case err := <-read:
 		if err == nil {
