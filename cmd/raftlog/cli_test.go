@@ -420,7 +420,7 @@ func devPorts(t *testing.T, nodes int) int {
 	t.Helper()
 	// Below the ephemeral range (32768–60999), where an outgoing
 	// connection of a test running beside this one could take a port
-	// between the two runs of a --dir, and below freeport's [20000, 32768),
+	// between the two runs of a --dir, and below freeport's [20000, 29000),
 	// which those tests draw from.
 	for try := 0; try < 200; try++ {
 		p := 10000 + rand.IntN(20000-10000-300-nodes)
