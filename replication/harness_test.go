@@ -52,6 +52,9 @@ type tgroup struct {
 	nodes   []*tnode
 	logCfg  log.Config
 	raftCfg RaftConfig
+	// noGuard models nodes without the vote guard: a power loss keeps
+	// the boot id, so a node cannot tell it from a crash, after which
+	// the guard has nothing to hold.
 	noGuard bool
 	// legacy opens the replicas in the legacy offset layout (Raft's own
 	// entries take offsets); the default is the dense one.
@@ -61,6 +64,8 @@ type tgroup struct {
 	// noVotes names the nodes whose mux serves no vote streams, as a node
 	// that predates them.
 	noVotes map[string]bool
+	// muxOpts are given to every node's mux after the harness's own.
+	muxOpts []MuxOption
 	logger  hclog.Logger
 }
 
@@ -112,7 +117,8 @@ func newTestGroup(t testing.TB, n int, opts ...func(*tgroup)) *tgroup {
 
 func (g *tgroup) startOn(nd *tnode, ln net.Listener) {
 	g.t.Helper()
-	nd.mux = NewMux(ln, nd.addr, WithDialer(g.net.Dialer(nd.addr)), WithMuxLogger(g.logger.Named(nd.name)))
+	opts := append([]MuxOption{WithDialer(g.net.Dialer(nd.addr)), WithMuxLogger(g.logger.Named(nd.name))}, g.muxOpts...)
+	nd.mux = NewMux(ln, nd.addr, opts...)
 	if g.noVotes[nd.name] {
 		nd.mux.votes.close()
 		nd.mux.votes = nil
@@ -128,7 +134,7 @@ func (g *tgroup) startOn(nd *tnode, ln net.Listener) {
 	rep, err := Open(Config{
 		Group: testGroup, NodeID: nd.name, Dir: "/data/" + testGroup, FS: nd.fs, IndexDir: nd.idx,
 		Log: g.logCfg, Mux: nd.mux, Quiescer: nd.q, Logger: g.logger.Named(nd.name), BootID: nd.boot, Raft: g.raftCfg,
-		disableVoteGuard: g.noGuard, Gate: nd.gate, DenseOffsets: !g.legacy,
+		Gate: nd.gate, DenseOffsets: !g.legacy,
 	})
 	if err != nil {
 		nd.down()
@@ -174,10 +180,13 @@ func (g *tgroup) kill(nd *tnode) {
 }
 
 // powerLoss kills a node and drops every byte it had not fsynced; it comes
-// back on a new kernel boot.
+// back on a new kernel boot (the same one with noGuard).
 func (g *tgroup) powerLoss(nd *tnode, opts vfs.CrashOptions) {
 	g.kill(nd)
 	nd.fs = nd.fs.CrashClone(opts)
+	if g.noGuard {
+		return
+	}
 	nd.boots++
 	nd.boot = fmt.Sprintf("boot-%d", nd.boots+1)
 }

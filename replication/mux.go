@@ -63,8 +63,14 @@ type Mux struct {
 	conns    map[net.Conn]struct{} // accepted connections and dialed direct ones, closed with the mux
 
 	directLimit int
-	direct      map[raft.ServerAddress]int       // direct connections dialed to each peer and open
-	noDirect    map[raft.ServerAddress]time.Time // peers that refused one, until when not to try again
+	// closeTimeout is how long a stream closed here waits for its peer to
+	// close its side before it is reset (yamux's StreamCloseTimeout).
+	closeTimeout time.Duration
+	// stalls measures this process's stalls, which the liveness checks
+	// of sessions and quiescence links leave out of a peer's silence.
+	stalls   *stallClock
+	direct   map[raft.ServerAddress]int       // direct connections dialed to each peer and open
+	noDirect map[raft.ServerAddress]time.Time // peers that refused one, until when not to try again
 
 	stop chan struct{} // closed by Close
 
@@ -147,36 +153,48 @@ func NewMux(ln net.Listener, advertise string, opts ...MuxOption) *Mux {
 		groups:   map[string]*groupLayer{},
 		conns:    map[net.Conn]struct{}{},
 
-		directLimit: DefaultDirectLimit,
-		direct:      map[raft.ServerAddress]int{},
-		noDirect:    map[raft.ServerAddress]time.Time{},
-		stop:        make(chan struct{}),
+		directLimit:  DefaultDirectLimit,
+		closeTimeout: streamCloseTimeout,
+		stalls:       newStallClock(stallPeriod),
+		direct:       map[raft.ServerAddress]int{},
+		noDirect:     map[raft.ServerAddress]time.Time{},
+		stop:         make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(m)
 	}
 	m.votes, _ = newVotes(m) // a new mux registers its first stream name
-	m.wg.Add(1)
+	m.wg.Add(2)
 	go m.acceptLoop()
+	go func() {
+		defer m.wg.Done()
+		m.stalls.run(m.stop)
+	}()
 	return m
 }
 
 // Addr is the address peers reach this node's Raft traffic at.
 func (m *Mux) Addr() raft.ServerAddress { return m.addr }
 
-func yamuxConfig(l hclog.Logger) *yamux.Config {
+// streamCloseTimeout is a closed stream's wait for its peer's close
+// before it is reset, which fails the peer's writes: a peer still writing
+// into a stream nobody reads (a closed replica's) would otherwise block
+// on the window until its own deadline.
+const streamCloseTimeout = 5 * time.Second
+
+func yamuxConfig(l hclog.Logger, closeTimeout time.Duration) *yamux.Config {
 	c := yamux.DefaultConfig()
 	c.LogOutput = nil
 	c.Logger = l.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
-	c.EnableKeepAlive = true
-	c.KeepAliveInterval = 5 * time.Second
-	c.ConnectionWriteTimeout = 10 * time.Second
+	// Mux.keepAlive pings instead, excusing this node's own stalls.
+	c.EnableKeepAlive = false
+	c.ConnectionWriteTimeout = pingTimeout
+	// Streams opened by a peer wait here until the accept loop takes
+	// them, or are reset: a node's thousands of groups may open that
+	// many at once (elections after a takeover) while it is starved.
+	c.AcceptBacklog = 4096
 	c.MaxStreamWindowSize = 1 << 20
-	// A stream closed here whose peer does not close its side in this
-	// time is reset, which fails the peer's writes: a peer still writing
-	// into a stream nobody reads (a closed replica's) would otherwise
-	// block on the window until its own deadline.
-	c.StreamCloseTimeout = 5 * time.Second
+	c.StreamCloseTimeout = closeTimeout
 	return c
 }
 
@@ -249,18 +267,64 @@ func (m *Mux) serveConn(c net.Conn) {
 		c.Close()
 		forget()
 	}()
-	s, err := yamux.Server(&peekedConn{Conn: c, peeked: magic[:], br: br}, yamuxConfig(m.logger))
+	s, err := yamux.Server(&peekedConn{Conn: c, peeked: magic[:], br: br}, yamuxConfig(m.logger, m.closeTimeout))
 	if err != nil {
 		return
 	}
 	defer s.Close()
 	ss := watchStreams(s)
+	go m.keepAlive(s)
 	for {
 		st, err := s.AcceptStream()
 		if err != nil {
 			return
 		}
 		go m.routeStream(st, ss)
+	}
+}
+
+// keepAliveInterval is how often a session's peer is pinged; pingTimeout
+// is how long a pong, or a frame's turn to be sent, is waited for
+// (yamux's ConnectionWriteTimeout).
+const (
+	keepAliveInterval = 5 * time.Second
+	pingTimeout       = 10 * time.Second
+)
+
+// keepAlive pings s's peer every keepAliveInterval until s ends, and
+// closes s, every stream on it with it, when two pings in a row go
+// unanswered while this node ran. yamux's own keepalive closes a session
+// at the first late pong, which on a starved node (its reader not
+// scheduled) or behind a long send queue (a pong waits its turn behind
+// thousands of groups' frames) cut live peers off and set off elections
+// of every group between them.
+func (m *Mux) keepAlive(s *yamux.Session) {
+	t := time.NewTicker(keepAliveInterval)
+	defer t.Stop()
+	missed := 0
+	for {
+		select {
+		case <-s.CloseChan():
+			return
+		case <-t.C:
+		}
+		from := m.stalls.stalled(time.Now().UnixNano())
+		_, err := s.Ping()
+		switch {
+		case err == nil:
+			missed = 0
+		case errors.Is(err, yamux.ErrTimeout):
+			if m.stalls.stalled(time.Now().UnixNano())-from > int64(pingTimeout)/2 {
+				continue // this node stalled for most of the wait
+			}
+			if missed++; missed >= 2 {
+				m.logger.Warn("peer answered no keepalive ping twice: closing its session", "peer", s.RemoteAddr())
+				s.Close()
+				return
+			}
+		default:
+			return // the session ended
+		}
 	}
 }
 
@@ -494,10 +558,11 @@ func (m *Mux) session(addr raft.ServerAddress, timeout time.Duration) (*dialedSe
 	c, err := m.dial(string(addr), timeout)
 	if err == nil {
 		var s *yamux.Session
-		if s, err = yamux.Client(c, yamuxConfig(m.logger)); err != nil {
+		if s, err = yamux.Client(c, yamuxConfig(m.logger, m.closeTimeout)); err != nil {
 			c.Close()
 		} else {
 			call.s = &dialedSession{Session: s, streams: watchStreams(s)}
+			go m.keepAlive(s)
 		}
 	}
 	call.err = err

@@ -284,7 +284,7 @@ func TestMuxDirectToOlderPeer(t *testing.T) {
 	var conns atomic.Int32
 	peer := fakePeer(t, func(c net.Conn) { // the older mux: a session on every connection, streams as before
 		conns.Add(1)
-		s, err := yamux.Server(c, yamuxConfig(hclog.NewNullLogger()))
+		s, err := yamux.Server(c, yamuxConfig(hclog.NewNullLogger(), streamCloseTimeout))
 		if err != nil {
 			c.Close()
 			return

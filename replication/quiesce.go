@@ -76,6 +76,7 @@ type Quiescer struct {
 	logger hclog.Logger
 	tick   time.Duration
 	dead   time.Duration
+	stalls *stallClock
 	inc    uint64
 
 	mu    sync.RWMutex // peer, taken for every empty append a leader sends, reads
@@ -153,7 +154,7 @@ func NewQuiescer(m *Mux, cfg QuiescerConfig) (*Quiescer, error) {
 		return nil, err
 	}
 	q := &Quiescer{
-		mux: m, layer: layer, logger: cfg.Logger, tick: cfg.Tick, dead: cfg.Dead, inc: rand.Uint64() | 1, // 0: none
+		mux: m, layer: layer, logger: cfg.Logger, tick: cfg.Tick, dead: cfg.Dead, stalls: m.stalls, inc: rand.Uint64() | 1, // 0: none
 		out: map[raft.ServerAddress]*outLink{}, peers: map[raft.ServerAddress]*peerIn{}, departing: map[raft.ServerAddress]uint64{},
 		gone:   map[raft.ServerAddress]bool{},
 		groups: map[string]*groupQuiesce{}, stop: make(chan struct{}), campaigns: make(chan struct{}, takeoverCampaigns),
@@ -203,14 +204,49 @@ type peerIn struct {
 	conn  net.Conn
 	inc   uint64
 	heard atomic.Int64 // unix nanos of the last message
-	mu    sync.Mutex
-	marks map[string]followMark // groups it follows quiesced under this node
+	// until is when the link counts as silent for Dead: Dead after the
+	// last message, later by the time this node stalled since (excuse).
+	until atomic.Int64
+	// stalledAt is the node's stall clock when the last message came.
+	stalledAt atomic.Int64
+	mu        sync.Mutex
+	marks     map[string]followMark // groups it follows quiesced under this node
 }
 
 type followMark struct{ term, index uint64 }
 
-func (p *peerIn) alive(dead time.Duration) bool {
-	return time.Since(time.Unix(0, p.heard.Load())) < dead
+func (p *peerIn) alive() bool {
+	return time.Now().UnixNano() < p.until.Load()
+}
+
+// maxExcused bounds a link's silence, in Deads, however long this node
+// stalled: a node starved for good still finds its dead peers.
+const maxExcused = 4
+
+// hear records a message from the peer at now.
+func (q *Quiescer) hear(p *peerIn, now int64) {
+	p.heard.Store(now)
+	p.stalledAt.Store(q.stalls.stalled(now))
+	p.until.Store(now + int64(q.dead))
+}
+
+// excuse reports whether a link whose read deadline passed is still to
+// be waited for, because this node stalled for part of its silence, and
+// if so moves the link's deadline on by the stall.
+func (q *Quiescer) excuse(p *peerIn, err error) bool {
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		return false
+	}
+	now := time.Now().UnixNano()
+	heard := p.heard.Load()
+	until := heard + int64(q.dead) + q.stalls.stalled(now) - p.stalledAt.Load()
+	until = min(until, heard+maxExcused*int64(q.dead))
+	if until <= now {
+		return false
+	}
+	p.until.Store(until)
+	return true
 }
 
 // quiesceEvent is one message for a link.
@@ -350,6 +386,18 @@ func (q *Quiescer) writeLink(l *outLink, c net.Conn) error {
 		case <-stopped:
 		}
 	}()
+	ended := make(chan struct{})
+	go func() {
+		// The peer sends nothing on this stream: a read returns when it
+		// closed its side, which it does when it took the link for silent
+		// (its read deadline passed, as when its process was starved).
+		// Writes into a half-closed stream still succeed, so only this
+		// tells that the peer stopped listening: link again at once
+		// rather than once the stream is reset.
+		var b [1]byte
+		c.Read(b[:])
+		close(ended)
+	}()
 	for {
 		l.mu.Lock()
 		evs := l.queue
@@ -369,11 +417,16 @@ func (q *Quiescer) writeLink(l *outLink, c net.Conn) error {
 		select {
 		case <-q.stop:
 			return nil
+		case <-ended:
+			return errLinkDropped
 		case <-l.kick:
 		case <-tick.C:
 		}
 	}
 }
+
+// errLinkDropped ends a link whose reader closed its side.
+var errLinkDropped = errors.New("replication: the peer dropped the quiescence link")
 
 // followerMarks are the kindFollower events of the groups that follow
 // leader quiesced now.
@@ -424,7 +477,7 @@ func (q *Quiescer) readLink(c net.Conn) {
 		return
 	}
 	p := &peerIn{conn: c, inc: inc, marks: map[string]followMark{}}
-	p.heard.Store(time.Now().UnixNano())
+	q.hear(p, time.Now().UnixNano())
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
@@ -464,12 +517,8 @@ func (q *Quiescer) readLink(c net.Conn) {
 // within two ticks (the node lives; its link broke and was redialed).
 func (q *Quiescer) failover(addr raft.ServerAddress, inc uint64) {
 	defer q.wg.Done()
-	t := time.NewTimer(2 * q.tick)
-	defer t.Stop()
-	select {
-	case <-q.stop:
+	if !q.waitRunning(2 * q.tick) {
 		return
-	case <-t.C:
 	}
 	q.mu.Lock()
 	if q.departing[addr] == inc {
@@ -484,6 +533,30 @@ func (q *Quiescer) failover(addr raft.ServerAddress, inc uint64) {
 		return
 	}
 	q.peerGone(addr, "leader's node unreachable")
+}
+
+// waitRunning waits until this node has run for d, its stalls left out
+// (up to maxExcused Deads in all), and reports false if the quiescer
+// closed first: a peer that relinks at once cannot be heard while this
+// node is stalled.
+func (q *Quiescer) waitRunning(d time.Duration) bool {
+	start := time.Now().UnixNano()
+	from := q.stalls.stalled(start)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-q.stop:
+			return false
+		case <-t.C:
+		}
+		now := time.Now().UnixNano()
+		end := min(start+int64(d)+q.stalls.stalled(now)-from, start+maxExcused*int64(q.dead))
+		if now >= end {
+			return true
+		}
+		t.Reset(time.Duration(end - now))
+	}
 }
 
 // errPeerGone is the answer to a vote request for a peer whose link ended
@@ -530,12 +603,15 @@ func readHello(r *bufio.Reader) (uint64, raft.ServerAddress, error) {
 
 func (q *Quiescer) readEvents(r *bufio.Reader, c net.Conn, p *peerIn) error {
 	for {
-		c.SetReadDeadline(time.Now().Add(q.dead))
+		c.SetReadDeadline(time.Unix(0, p.until.Load()))
 		kind, err := r.ReadByte()
 		if err != nil {
+			if q.excuse(p, err) {
+				continue
+			}
 			return err
 		}
-		p.heard.Store(time.Now().UnixNano())
+		q.hear(p, time.Now().UnixNano())
 		if kind == kindTick {
 			continue
 		}
@@ -612,7 +688,7 @@ func (q *Quiescer) peerOf(addr []byte) *peerIn {
 }
 
 func (q *Quiescer) live(p *peerIn) *peerIn {
-	if p == nil || !p.alive(q.dead) {
+	if p == nil || !p.alive() {
 		return nil
 	}
 	return p

@@ -304,3 +304,33 @@ func TestTakeoverPassesTheTurn(t *testing.T) {
 		})
 	}
 }
+
+// TestLinkComesBackAfterSilence: a reader that finds its link silent for
+// Dead (its own process starved, or the sender's) drops it; the sender
+// must notice and link again, so that the reader takes its node for alive
+// again and lets votes to it through.
+func TestLinkComesBackAfterSilence(t *testing.T) {
+	// A closed stream is reset long after the wait below: only the
+	// sender's noticing the close can bring the link back in time.
+	g := newTestGroup(t, 3, quiesceTimings, func(g *tgroup) {
+		g.muxOpts = append(g.muxOpts, func(m *Mux) { m.closeTimeout = time.Hour })
+	})
+	ld := g.leader()
+	g.produce(ld, acked{}, 0, 5)
+	g.quiesced(ld)
+	f := g.others(ld)[0]
+	peer := raft.ServerAddress(ld.addr)
+
+	// What readLink does when its read deadline passes, without the
+	// sender's writes meeting any delay.
+	f.q.mu.RLock()
+	p := f.q.peers[peer]
+	f.q.mu.RUnlock()
+	if p == nil {
+		t.Fatalf("%s has no link from %s", f.name, ld.name)
+	}
+	p.conn.Close()
+	waitFor(t, f.name+" to hear "+ld.name+" link again", 30*time.Second, func() bool {
+		return !f.q.isGone(peer) && f.q.peer(peer) != nil && f.q.peer(peer) != p
+	})
+}
