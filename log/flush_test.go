@@ -44,10 +44,10 @@ func mustAppendMeanwhile(t *testing.T, l *Log, batch []byte, what string) {
 	}
 }
 
-// blockedFlush opens a log on a gatedFS failing with fail, appends
-// batches of the given record counts, and starts a Flush, returning once
-// the flush waits in its fsync. gate.Release lets it go on; its result
-// comes on flushed.
+// blockedFlush opens a log on a file system whose fsyncs wait at a gate
+// and then fail with fail, appends batches of the given record counts,
+// and starts a Flush, returning once the flush waits in its fsync.
+// gate.Release lets it go on; its result comes on flushed.
 func blockedFlush(t *testing.T, fail error, counts ...int) (l *Log, gate *errorfs.Gate, flushed chan error) {
 	t.Helper()
 	fs, gate, _ := syncGate(fail)

@@ -59,9 +59,6 @@ type Config struct {
 	// least recently written first.
 	ProducerIDExpiration time.Duration
 	MaxProducerIDs       int
-	// disableVoteGuard turns the guard off: only tests that show what the
-	// guard prevents set it.
-	disableVoteGuard bool
 	// Gate opens the replica gated by the vote guard for this reason
 	// whatever its recovery found (when it holds any state): a replica
 	// reopened after its log failed a write, which may have been an fsync

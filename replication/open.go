@@ -234,7 +234,7 @@ func (r *Replica) decideGate() (gate bool, why string, term uint64, err error) {
 	rec := r.log.Recovery()
 	stillGated, _ := r.stable.GetUint64([]byte(keyGated))
 	cfg := r.cfg
-	gate = !cfg.disableVoteGuard && hasState && (stillGated == 1 || (!rec.Clean && string(prevBoot) != cfg.BootID) || cfg.Gate != "")
+	gate = hasState && (stillGated == 1 || (!rec.Clean && string(prevBoot) != cfg.BootID) || cfg.Gate != "")
 	if gate && stillGated != 1 {
 		if err := r.stable.SetUint64([]byte(keyGated), 1); err != nil {
 			return false, "", 0, err
@@ -307,7 +307,10 @@ func (r *Replica) startRaft() error {
 	rc := r.cfg.Raft.withDefaults()
 	conf := raft.DefaultConfig()
 	conf.LocalID = r.serverID
-	conf.Logger = newRaftLogger(r.logger.Named("raft"))
+	conf.Logger = newRaftLogger(r.logger.Named("raft"), func() bool {
+		last, err := r.store.LastIndex()
+		return err == nil && last <= 1
+	})
 	conf.HeartbeatTimeout = rc.HeartbeatTimeout
 	conf.ElectionTimeout = rc.ElectionTimeout
 	conf.LeaderLeaseTimeout = rc.LeaderLeaseTimeout

@@ -14,14 +14,23 @@ import (
 // membership change and Raft retries them with a backoff. So are its
 // warnings of a new group's start: the first election of a group that
 // never had a leader, a replica with no configuration yet waiting for its
-// leader's first append instead of standing for election, and the empty
-// follower that this append finds (the leader then sends from entry 1).
-type raftLogger struct{ hclog.Logger }
+// leader's first append instead of standing for election, a first
+// candidate's election that timed out because its peers did not host the
+// group yet, and the empty follower that the leader's first append finds
+// (the leader then sends from entry 1).
+type raftLogger struct {
+	hclog.Logger
+	// unled reports whether the group never had a leader here: its log
+	// holds no more than the bootstrap configuration.
+	unled func() bool
+}
 
 // routine reports whether a warning of Raft's is the normal start of a
 // group (see raftLogger).
-func routine(msg string, args []any) bool {
+func (l raftLogger) routine(msg string, args []any) bool {
 	switch msg {
+	case "Election timeout reached, restarting election":
+		return l.unled()
 	case "heartbeat timeout reached, starting election":
 		return argIs(args, "last-leader-id", "")
 	case "no known peers, aborting election":
@@ -45,7 +54,9 @@ func argIs(args []any, key, want string) bool {
 	return false
 }
 
-func newRaftLogger(l hclog.Logger) hclog.Logger { return raftLogger{l} }
+func newRaftLogger(l hclog.Logger, unled func() bool) hclog.Logger {
+	return raftLogger{Logger: l, unled: unled}
+}
 
 func notHosted(args []any) bool {
 	for i := 1; i < len(args); i += 2 {
@@ -65,7 +76,7 @@ func (l raftLogger) Error(msg string, args ...any) {
 }
 
 func (l raftLogger) Warn(msg string, args ...any) {
-	if notHosted(args) || routine(msg, args) {
+	if notHosted(args) || l.routine(msg, args) {
 		l.Logger.Debug(msg, args...)
 		return
 	}
@@ -73,14 +84,18 @@ func (l raftLogger) Warn(msg string, args ...any) {
 }
 
 func (l raftLogger) Log(level hclog.Level, msg string, args ...any) {
-	if level > hclog.Debug && (notHosted(args) || level == hclog.Warn && routine(msg, args)) {
+	if level > hclog.Debug && (notHosted(args) || level == hclog.Warn && l.routine(msg, args)) {
 		level = hclog.Debug
 	}
 	l.Logger.Log(level, msg, args...)
 }
 
-func (l raftLogger) With(args ...any) hclog.Logger  { return raftLogger{l.Logger.With(args...)} }
-func (l raftLogger) Named(name string) hclog.Logger { return raftLogger{l.Logger.Named(name)} }
+func (l raftLogger) With(args ...any) hclog.Logger {
+	return raftLogger{Logger: l.Logger.With(args...), unled: l.unled}
+}
+func (l raftLogger) Named(name string) hclog.Logger {
+	return raftLogger{Logger: l.Logger.Named(name), unled: l.unled}
+}
 func (l raftLogger) ResetNamed(name string) hclog.Logger {
-	return raftLogger{l.Logger.ResetNamed(name)}
+	return raftLogger{Logger: l.Logger.ResetNamed(name), unled: l.unled}
 }

@@ -14,7 +14,8 @@ import (
 // lines; its other errors stay errors, in derived loggers too.
 func TestRaftLoggerQuietsNotHosted(t *testing.T) {
 	var buf bytes.Buffer
-	l := newRaftLogger(hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: &buf})).Named("raft").With("group", "t-0")
+	unled := true
+	l := newRaftLogger(hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: &buf}), func() bool { return unled }).Named("raft").With("group", "t-0")
 	l.Error("failed to heartbeat to", "peer", "p", "error", fmt.Errorf("%w: group %q at %s", ErrGroupNotHosted, "t-0", "p"))
 	l.Warn("failed to appendEntries to", "error", ErrGroupNotHosted)
 	l.Log(hclog.Error, "failed to send snapshot to", "error", ErrGroupNotHosted)
@@ -26,13 +27,17 @@ func TestRaftLoggerQuietsNotHosted(t *testing.T) {
 	l.Warn("failed to get previous log", "previous-index", 1, "last-index", uint64(0), "error", "log not found")
 	l.Warn("appendEntries rejected, sending older logs", "peer", "p", "next", uint64(1))
 	l.Warn("no known peers, aborting election")
+	l.Warn("Election timeout reached, restarting election")
 	if buf.Len() != 0 {
 		t.Fatalf("a new group's start logged above debug:\n%s", buf.String())
 	}
-	// The same after the group ran: a leader lost, a follower behind.
+	// The same after the group ran: a leader lost, a follower behind, an
+	// election that found no quorum.
+	unled = false
 	l.Warn("heartbeat timeout reached, starting election", "last-leader-addr", "a", "last-leader-id", "n1")
 	l.Warn("appendEntries rejected, sending older logs", "peer", "p", "next", uint64(70))
-	if strings.Count(buf.String(), "[WARN]") != 2 {
+	l.Warn("Election timeout reached, restarting election")
+	if strings.Count(buf.String(), "[WARN]") != 3 {
 		t.Fatalf("warnings of a running group lost:\n%s", buf.String())
 	}
 	l.Error("failed to get log", "error", errors.New("disk on fire"))

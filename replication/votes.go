@@ -43,8 +43,11 @@ import (
 //
 //	request:  1 byte kind (voteKind*), uvarint group length, group,
 //	          the request, msgpack-encoded as raft.NetworkTransport does
-//	response: 1 byte status: 0 and the response, msgpack-encoded, or 1
-//	          and the error the group answered with, as text
+//	response: 1 byte status: 0 and the response, msgpack-encoded, 1
+//	          and the error the group answered with, as text, or 2 and
+//	          the same when the group is not hosted there (a replica not
+//	          yet created or already removed: ErrGroupNotHosted, which Raft
+//	          retries and its log shows at debug)
 const voteStream = "/vote"
 
 const (
@@ -170,11 +173,19 @@ func (v *votes) call(target raft.ServerAddress, group string, kind byte, req, re
 	if len(payload) == 0 {
 		return errors.New("replication: empty vote response")
 	}
-	if payload[0] != 0 {
+	switch payload[0] {
+	case 0:
+	case 2:
+		return fmt.Errorf("%w: group %q at %s", ErrGroupNotHosted, group, target)
+	default:
 		return rpcError(payload[1:])
 	}
 	return codec.NewDecoderBytes(payload[1:], msgpackHandle).Decode(resp)
 }
+
+// errVoteNotHosted answers a request for a group this node hosts no
+// replica of.
+var errVoteNotHosted = errors.New("replication: group not hosted here")
 
 // errVotesBusy refuses a request that found every stream to its peer
 // busy for voteWait.
@@ -263,7 +274,11 @@ func (v *votes) serve(c net.Conn) {
 		v.served.Add(1)
 		out := make([]byte, 4, 128)
 		if err != nil {
-			out = append(out, 1)
+			status := byte(1)
+			if errors.Is(err, errVoteNotHosted) {
+				status = 2
+			}
+			out = append(out, status)
 			out = append(out, err.Error()...)
 		} else {
 			body, err := encodeMsgpack(resp)
@@ -316,7 +331,7 @@ func (v *votes) answer(payload []byte) (any, error) {
 	t := v.groups[group]
 	v.mu.Unlock()
 	if t == nil {
-		return nil, fmt.Errorf("replication: group %q is not hosted here", group)
+		return nil, fmt.Errorf("%w: %q", errVoteNotHosted, group)
 	}
 	respCh := make(chan raft.RPCResponse, 1) // of its own: Raft may answer after a shutdown
 	timer := time.NewTimer(handshakeTimeout)

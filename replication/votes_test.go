@@ -82,3 +82,19 @@ func TestVoteSlotsBoundStreams(t *testing.T) {
 		t.Fatalf("after one ended: %v", err)
 	}
 }
+
+// TestVoteToAGroupNotHosted: a vote for a group the peer hosts no replica
+// of (not created there yet) fails with ErrGroupNotHosted, which Raft's
+// log shows at debug, and the stream serves the next request.
+func TestVoteToAGroupNotHosted(t *testing.T) {
+	g := newTestGroup(t, 2)
+	ld := g.leader()
+	peer := g.others(ld)[0]
+	req := &raft.RequestVoteRequest{RPCHeader: raft.RPCHeader{ID: []byte("x"), Addr: []byte(ld.addr)}, Term: 1}
+	for i := 0; i < 2; i++ {
+		err := ld.mux.votes.call(raft.ServerAddress(peer.addr), "t-elsewhere", voteKindVote, req, new(raft.RequestVoteResponse), 5*time.Second)
+		if !errors.Is(err, ErrGroupNotHosted) {
+			t.Fatalf("vote %d for a group not hosted: %v, want ErrGroupNotHosted", i, err)
+		}
+	}
+}
