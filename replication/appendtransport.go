@@ -212,8 +212,9 @@ func (t *appendTransport) voted(target raft.ServerAddress, kind byte, req, resp 
 		return true, errPeerGone
 	}
 	err := t.votes.call(target, t.group, kind, req, resp, t.timeout)
-	if errors.Is(err, ErrGroupNotHosted) {
-		return false, nil
+	var lacks *peerLacksGroup
+	if errors.Is(err, ErrGroupNotHosted) && !errors.As(err, &lacks) {
+		return false, nil // the peer serves no vote streams
 	}
 	return true, err
 }

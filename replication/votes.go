@@ -176,7 +176,7 @@ func (v *votes) call(target raft.ServerAddress, group string, kind byte, req, re
 	switch payload[0] {
 	case 0:
 	case 2:
-		return fmt.Errorf("%w: group %q at %s", ErrGroupNotHosted, group, target)
+		return &peerLacksGroup{group: group, peer: target}
 	default:
 		return rpcError(payload[1:])
 	}
@@ -186,6 +186,22 @@ func (v *votes) call(target raft.ServerAddress, group string, kind byte, req, re
 // errVoteNotHosted answers a request for a group this node hosts no
 // replica of.
 var errVoteNotHosted = errors.New("replication: group not hosted here")
+
+// peerLacksGroup is a vote request's answer from a peer that serves vote
+// streams but hosts no replica of the group (not created there yet, or
+// removed). It is ErrGroupNotHosted, as Raft's log sees it, but unlike a
+// peer without vote streams (whose Dial fails with ErrGroupNotHosted) it
+// is no reason to send the request another way.
+type peerLacksGroup struct {
+	group string
+	peer  raft.ServerAddress
+}
+
+func (e *peerLacksGroup) Error() string {
+	return fmt.Sprintf("%v: group %q at %s", ErrGroupNotHosted, e.group, e.peer)
+}
+
+func (e *peerLacksGroup) Is(target error) bool { return target == ErrGroupNotHosted }
 
 // errVotesBusy refuses a request that found every stream to its peer
 // busy for voteWait.

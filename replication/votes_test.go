@@ -97,4 +97,10 @@ func TestVoteToAGroupNotHosted(t *testing.T) {
 			t.Fatalf("vote %d for a group not hosted: %v, want ErrGroupNotHosted", i, err)
 		}
 	}
+	// Answered on the vote streams: not sent again the old way (a dial
+	// of the group's own stream for every vote of a group being created).
+	tr := &appendTransport{votes: ld.mux.votes, group: "t-elsewhere", timeout: 5 * time.Second}
+	if ok, err := tr.voted(raft.ServerAddress(peer.addr), voteKindVote, req, new(raft.RequestVoteResponse)); !ok || !errors.Is(err, ErrGroupNotHosted) {
+		t.Fatalf("voted = %v, %v: want an answer on the vote streams, ErrGroupNotHosted", ok, err)
+	}
 }
