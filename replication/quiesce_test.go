@@ -334,3 +334,29 @@ func TestLinkComesBackAfterSilence(t *testing.T) {
 		return !f.q.isGone(peer) && f.q.peer(peer) != nil && f.q.peer(peer) != p
 	})
 }
+
+// TestLeaderQuietWithAFollowersNodeGone: a leader whose followers are
+// quiesced or on a node taken for gone raises its timeouts as one whose
+// followers are all quiesced does (it heartbeat its live followers two
+// and a half times as often before).
+func TestLeaderQuietWithAFollowersNodeGone(t *testing.T) {
+	g, a, ld := quiescedGroup(t)
+	f := g.others(ld)[0]
+	g.kill(f)
+	waitFor(t, ld.name+" to take "+f.name+" for gone", 20*time.Second, func() bool {
+		return ld.q.isGone(raft.ServerAddress(f.addr))
+	})
+	// A write wakes the group; the follower left quiesces again.
+	g.produce(ld, a, 5, 1)
+	quiet := func() bool {
+		ld.rep.quiesce.mu.Lock()
+		defer ld.rep.quiesce.mu.Unlock()
+		return ld.rep.quiesce.leaderQuiet
+	}
+	waitFor(t, ld.name+" to go quiet", 20*time.Second, quiet)
+	if !ld.rep.IsLeader() {
+		t.Fatalf("%s lost the leadership", ld.name)
+	}
+	g.start(f)
+	g.checkConverged(a)
+}
