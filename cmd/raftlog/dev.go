@@ -142,16 +142,17 @@ the data directory; a temporary directory (no --dir) is removed at the end.`)
 		}
 		return 0
 	}
+	self := selfCommand(os.Args[0])
 	fmt.Fprintf(stdout, `
 Try:
   kcat -b %s -L                                  # metadata
   kcat -b %s -t demo -C -e                       # read the demo topic
   echo hello | kcat -b %s -t demo -P             # write to it
-  go run ./cmd/raftlog log dump %s              # look at a partition on disk
-  go run ./cmd/raftlog cluster status --http %s   # nodes, leaders, lag (metrics: http://%s/metrics)
+  %s log dump %s              # look at a partition on disk
+  %s cluster status --http %s   # nodes, leaders, lag (metrics: http://%s/metrics)
 
 Warnings and errors of the nodes show here from now on. Ctrl-C stops the cluster.
-`, bootstrap[0], bootstrap[0], bootstrap[0], filepath.Join(*dir, "node-1", "demo-0", "log"), httpAddr, httpAddr)
+`, bootstrap[0], bootstrap[0], bootstrap[0], self, filepath.Join(*dir, "node-1", "demo-0", "log"), self, httpAddr, httpAddr)
 	out.show(true)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
@@ -334,4 +335,14 @@ func demo(ctx context.Context, bootstrap []string, rf int, stdout io.Writer) err
 		})
 	}
 	return nil
+}
+
+// selfCommand is how the user ran this program, for the commands dev
+// suggests: "go run ./cmd/raftlog" when arg0 is a binary go run built
+// (in its go-build folder), arg0 otherwise.
+func selfCommand(arg0 string) string {
+	if strings.Contains(filepath.ToSlash(arg0), "/go-build") {
+		return "go run ./cmd/raftlog"
+	}
+	return arg0
 }

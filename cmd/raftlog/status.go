@@ -59,6 +59,9 @@ type statusTarget struct {
 	nodeID int32 // -1 until known
 	st     *node.Status
 	err    error
+	// skipped: a live member the answers name, not asked
+	// (--discover=false): its health is not known.
+	skipped bool
 }
 
 // runClusterStatus is `raftlog cluster status`: it asks every node given
@@ -130,7 +133,7 @@ when a node does not answer or is not ready, or a partition has no leader.`)
 			pending = append(pending, &statusTarget{addr: b.HTTPAddr, nodeID: id})
 		}
 	}
-	return printStatus(stdout, targets, brokers)
+	return printStatus(stdout, targets, brokers, *discover)
 }
 
 func queryAll(hc *http.Client, ts []*statusTarget) {
@@ -213,7 +216,7 @@ type partView struct {
 	byNode   map[int32]node.ReplicaStatus
 }
 
-func printStatus(w io.Writer, targets []*statusTarget, brokers map[int32]node.BrokerStatus) int {
+func printStatus(w io.Writer, targets []*statusTarget, brokers map[int32]node.BrokerStatus, discovered bool) int {
 	healthy := true
 	parts := map[partKey]*partView{}
 	for _, t := range targets {
@@ -243,7 +246,11 @@ func printStatus(w io.Writer, targets []*statusTarget, brokers map[int32]node.Br
 	}
 	for id, b := range brokers {
 		if rows[id] == nil {
-			rows[id] = &statusTarget{addr: b.HTTPAddr, nodeID: id, err: fmt.Errorf("not queried (--discover=false or HTTP address not dialable)")}
+			if discovered {
+				rows[id] = &statusTarget{addr: b.HTTPAddr, nodeID: id, err: fmt.Errorf("a live member whose HTTP address cannot be dialled")}
+			} else {
+				rows[id] = &statusTarget{addr: b.HTTPAddr, nodeID: id, skipped: true, err: fmt.Errorf("a live member, not asked (--discover=false)")}
+			}
 		}
 	}
 	for _, pv := range parts {
@@ -260,6 +267,10 @@ func printStatus(w io.Writer, targets []*statusTarget, brokers map[int32]node.Br
 		addr := t.addr
 		if addr == "" {
 			addr = "-"
+		}
+		if t.st == nil && t.skipped {
+			fmt.Fprintf(tw, "%s\t%s\tnot-asked\t-\t-\t-\t%v\n", id, addr, t.err)
+			return
 		}
 		if t.st == nil {
 			healthy = false
