@@ -212,9 +212,8 @@ func (t *appendTransport) voted(target raft.ServerAddress, kind byte, req, resp 
 		return true, errPeerGone
 	}
 	err := t.votes.call(target, t.group, kind, req, resp, t.timeout)
-	var lacks *peerLacksGroup
-	if errors.Is(err, ErrGroupNotHosted) && !errors.As(err, &lacks) {
-		return false, nil // the peer serves no vote streams
+	if errors.Is(err, errNoVoteStreams) {
+		return false, nil
 	}
 	return true, err
 }

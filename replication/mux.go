@@ -272,8 +272,7 @@ func (m *Mux) serveConn(c net.Conn) {
 		return
 	}
 	defer s.Close()
-	ss := watchStreams(s)
-	go m.keepAlive(s)
+	ss := m.watchSession(s)
 	for {
 		st, err := s.AcceptStream()
 		if err != nil {
@@ -308,13 +307,14 @@ func (m *Mux) keepAlive(s *yamux.Session) {
 			return
 		case <-t.C:
 		}
-		from := m.stalls.stalled(time.Now().UnixNano())
+		at := time.Now().UnixNano()
+		from := m.stalls.stalled(at)
 		_, err := s.Ping()
 		switch {
 		case err == nil:
 			missed = 0
 		case errors.Is(err, yamux.ErrTimeout):
-			if m.stalls.stalled(time.Now().UnixNano())-from > int64(pingTimeout)/2 {
+			if m.stalls.ran(at, from, time.Now().UnixNano()) < pingTimeout/2 {
 				continue // this node stalled for most of the wait
 			}
 			if missed++; missed >= 2 {
@@ -342,14 +342,15 @@ type streamSet struct {
 	ended bool
 }
 
-// watchStreams returns the stream set of session s, ended the moment s
-// is shut down.
-func watchStreams(s *yamux.Session) *streamSet {
+// watchSession keeps session s alive (keepAlive) and returns its stream
+// set, ended the moment s is shut down.
+func (m *Mux) watchSession(s *yamux.Session) *streamSet {
 	ss := new(streamSet)
 	go func() {
 		<-s.CloseChan()
 		ss.end()
 	}()
+	go m.keepAlive(s)
 	return ss
 }
 
@@ -561,8 +562,7 @@ func (m *Mux) session(addr raft.ServerAddress, timeout time.Duration) (*dialedSe
 		if s, err = yamux.Client(c, yamuxConfig(m.logger, m.closeTimeout)); err != nil {
 			c.Close()
 		} else {
-			call.s = &dialedSession{Session: s, streams: watchStreams(s)}
-			go m.keepAlive(s)
+			call.s = &dialedSession{Session: s, streams: m.watchSession(s)}
 		}
 	}
 	call.err = err

@@ -76,7 +76,6 @@ type Quiescer struct {
 	logger hclog.Logger
 	tick   time.Duration
 	dead   time.Duration
-	stalls *stallClock
 	inc    uint64
 
 	mu    sync.RWMutex // peer, taken for every empty append a leader sends, reads
@@ -154,7 +153,7 @@ func NewQuiescer(m *Mux, cfg QuiescerConfig) (*Quiescer, error) {
 		return nil, err
 	}
 	q := &Quiescer{
-		mux: m, layer: layer, logger: cfg.Logger, tick: cfg.Tick, dead: cfg.Dead, stalls: m.stalls, inc: rand.Uint64() | 1, // 0: none
+		mux: m, layer: layer, logger: cfg.Logger, tick: cfg.Tick, dead: cfg.Dead, inc: rand.Uint64() | 1, // 0: none
 		out: map[raft.ServerAddress]*outLink{}, peers: map[raft.ServerAddress]*peerIn{}, departing: map[raft.ServerAddress]uint64{},
 		gone:   map[raft.ServerAddress]bool{},
 		groups: map[string]*groupQuiesce{}, stop: make(chan struct{}), campaigns: make(chan struct{}, takeoverCampaigns),
@@ -204,20 +203,14 @@ type peerIn struct {
 	conn  net.Conn
 	inc   uint64
 	heard atomic.Int64 // unix nanos of the last message
-	// until is when the link counts as silent for Dead: Dead after the
-	// last message, later by the time this node stalled since (excuse).
-	until atomic.Int64
-	// stalledAt is the node's stall clock when the last message came.
+	// stalledAt is the node's stall time summed when the last message
+	// came (stallClock.stalled).
 	stalledAt atomic.Int64
 	mu        sync.Mutex
 	marks     map[string]followMark // groups it follows quiesced under this node
 }
 
 type followMark struct{ term, index uint64 }
-
-func (p *peerIn) alive() bool {
-	return time.Now().UnixNano() < p.until.Load()
-}
 
 // maxExcused bounds a link's silence, in Deads, however long this node
 // stalled: a node starved for good still finds its dead peers.
@@ -226,27 +219,14 @@ const maxExcused = 4
 // hear records a message from the peer at now.
 func (q *Quiescer) hear(p *peerIn, now int64) {
 	p.heard.Store(now)
-	p.stalledAt.Store(q.stalls.stalled(now))
-	p.until.Store(now + int64(q.dead))
+	p.stalledAt.Store(q.mux.stalls.stalled(now))
 }
 
-// excuse reports whether a link whose read deadline passed is still to
-// be waited for, because this node stalled for part of its silence, and
-// if so moves the link's deadline on by the stall.
-func (q *Quiescer) excuse(p *peerIn, err error) bool {
-	var ne net.Error
-	if !errors.As(err, &ne) || !ne.Timeout() {
-		return false
-	}
-	now := time.Now().UnixNano()
-	heard := p.heard.Load()
-	until := heard + int64(q.dead) + q.stalls.stalled(now) - p.stalledAt.Load()
-	until = min(until, heard+maxExcused*int64(q.dead))
-	if until <= now {
-		return false
-	}
-	p.until.Store(until)
-	return true
+// silentFor reports whether p's link has been silent for Dead of this
+// node's running time (its own stalls left out, up to maxExcused Deads
+// in all) at now, and if not, how much longer it may be.
+func (q *Quiescer) silentFor(p *peerIn, now int64) (bool, time.Duration) {
+	return q.mux.stalls.waited(p.heard.Load(), p.stalledAt.Load(), now, q.dead, maxExcused*q.dead)
 }
 
 // quiesceEvent is one message for a link.
@@ -541,7 +521,7 @@ func (q *Quiescer) failover(addr raft.ServerAddress, inc uint64) {
 // node is stalled.
 func (q *Quiescer) waitRunning(d time.Duration) bool {
 	start := time.Now().UnixNano()
-	from := q.stalls.stalled(start)
+	from := q.mux.stalls.stalled(start)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
@@ -550,12 +530,11 @@ func (q *Quiescer) waitRunning(d time.Duration) bool {
 			return false
 		case <-t.C:
 		}
-		now := time.Now().UnixNano()
-		end := min(start+int64(d)+q.stalls.stalled(now)-from, start+maxExcused*int64(q.dead))
-		if now >= end {
+		done, left := q.mux.stalls.waited(start, from, time.Now().UnixNano(), d, maxExcused*q.dead)
+		if done {
 			return true
 		}
-		t.Reset(time.Duration(end - now))
+		t.Reset(left)
 	}
 }
 
@@ -603,11 +582,16 @@ func readHello(r *bufio.Reader) (uint64, raft.ServerAddress, error) {
 
 func (q *Quiescer) readEvents(r *bufio.Reader, c net.Conn, p *peerIn) error {
 	for {
-		c.SetReadDeadline(time.Unix(0, p.until.Load()))
+		now := time.Now()
+		silent, left := q.silentFor(p, now.UnixNano())
+		if silent {
+			return fmt.Errorf("quiescence link silent for %v of this node's running time", q.dead)
+		}
+		c.SetReadDeadline(now.Add(left))
 		kind, err := r.ReadByte()
 		if err != nil {
-			if q.excuse(p, err) {
-				continue
+			if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+				continue // silent for Dead only if this node did not stall meanwhile
 			}
 			return err
 		}
@@ -688,7 +672,10 @@ func (q *Quiescer) peerOf(addr []byte) *peerIn {
 }
 
 func (q *Quiescer) live(p *peerIn) *peerIn {
-	if p == nil || !p.alive() {
+	if p == nil {
+		return nil
+	}
+	if silent, _ := q.silentFor(p, time.Now().UnixNano()); silent {
 		return nil
 	}
 	return p
@@ -1185,15 +1172,10 @@ func (g *groupQuiesce) stateChanged(from, to raft.RaftState) {
 }
 
 // mayAnswer reports whether the leader's transport may answer req to the
-// follower at target on its behalf, and fills resp if so. A follower on
-// a node taken for gone counts as quiet for the leader's timeouts: raft
-// backs off its requests to it, and a leader kept awake by it heartbeat
-// its live followers two and a half times as often, which after a node's
-// death was most of the survivors' CPU (every group that had a replica
-// there).
+// follower at target on its behalf, and fills resp if so.
 func (g *groupQuiesce) mayAnswer(id raft.ServerID, target raft.ServerAddress, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) bool {
 	ok := g.answerable(id, target, req, resp)
-	g.noteLeading(req.Term, target, ok || g.q.isGone(target))
+	g.noteLeading(req.Term, target, ok)
 	return ok
 }
 
@@ -1238,7 +1220,11 @@ func answerFor(id raft.ServerID, target raft.ServerAddress, req *raft.AppendEntr
 }
 
 // noteLeading keeps the leader's own timeouts: raised while every
-// follower is answered for here, as configured otherwise.
+// follower is answered for here or on a node taken for gone, as
+// configured otherwise. raft backs off its requests to a gone node by
+// itself; a leader such a follower kept awake heartbeat its live
+// followers two and a half times as often, which after a node's death was
+// most of the survivors' CPU (every group that had a replica there).
 func (g *groupQuiesce) noteLeading(term uint64, target raft.ServerAddress, answered bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -1255,14 +1241,16 @@ func (g *groupQuiesce) noteLeading(term uint64, target raft.ServerAddress, answe
 	}
 	g.targets[target] = answered
 	if answered == g.leaderQuiet {
-		return
+		return // the hot path: an awake leader's appends
 	}
 	if !answered {
-		g.wakeLeaderLocked(rf)
+		if !g.q.isGone(target) {
+			g.wakeLeaderLocked(rf)
+		}
 		return
 	}
-	for _, a := range g.targets {
-		if !a {
+	for t, a := range g.targets {
+		if !a && !g.q.isGone(t) {
 			return
 		}
 	}

@@ -59,3 +59,17 @@ func (s *stallClock) stalled(now int64) int64 {
 	}
 	return total
 }
+
+// ran is how long this node ran between at, when the stall time summed
+// was stalledAt, and now: the time between, its stalls left out.
+func (s *stallClock) ran(at, stalledAt, now int64) time.Duration {
+	return time.Duration(now - at - (s.stalled(now) - stalledAt))
+}
+
+// waited reports whether d of this node's running time has passed since
+// at (stalledAt its stalls then), or limit of time whatever the stalls,
+// and if not, how much longer to wait at least.
+func (s *stallClock) waited(at, stalledAt, now int64, d, limit time.Duration) (bool, time.Duration) {
+	left := min(d-s.ran(at, stalledAt, now), limit-time.Duration(now-at))
+	return left <= 0, left
+}

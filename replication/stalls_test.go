@@ -1,9 +1,10 @@
 package replication
 
 import (
+	"bufio"
 	"errors"
 	"io"
-	"os"
+	"net"
 	"testing"
 	"time"
 )
@@ -29,43 +30,88 @@ func TestStallClockSumsLateTicks(t *testing.T) {
 	}
 }
 
-func TestSilenceOverlappingAStallIsExcused(t *testing.T) {
-	q := &Quiescer{dead: time.Second, stalls: newStallClock(time.Hour)}
-	p := &peerIn{}
-	silent := func(d time.Duration) {
-		now := time.Now()
-		q.stalls.last.Store(now.UnixNano()) // no stall under way
-		q.hear(p, now.Add(-d).UnixNano())
-	}
+// stalledQuiescer is a quiescer of Dead 1 s whose stall clock counts
+// only the stalls a test adds (no stall under way ever counts).
+func stalledQuiescer() *Quiescer {
+	return &Quiescer{dead: time.Second, mux: &Mux{stalls: newStallClock(time.Hour)}}
+}
 
-	silent(1500 * time.Millisecond)
-	if q.excuse(p, os.ErrDeadlineExceeded) {
+func TestSilenceOverlappingAStallIsExcused(t *testing.T) {
+	q := stalledQuiescer()
+	stalls := q.mux.stalls
+	p := &peerIn{}
+	now := time.Now().UnixNano()
+	stalls.last.Store(now)
+	silentSince := func(d time.Duration) { q.hear(p, now-int64(d)) }
+
+	silentSince(1500 * time.Millisecond)
+	if silent, _ := q.silentFor(p, now); !silent {
 		t.Fatal("a silence past Dead with no stall of this node was excused")
 	}
 
-	silent(1500 * time.Millisecond)
-	q.stalls.total.Add(int64(time.Second))
-	if !q.excuse(p, os.ErrDeadlineExceeded) {
-		t.Fatal("a silence of 1.5 s, 1 s of it this node's stall, was not excused")
-	}
-	if until, want := p.until.Load(), p.heard.Load()+int64(2*time.Second); until != want {
-		t.Fatalf("the deadline moved to %v after the last message, want 2s", time.Duration(until-p.heard.Load()))
-	}
-	if !p.alive() {
-		t.Fatal("an excused link does not count as alive")
+	silentSince(1500 * time.Millisecond)
+	stalls.total.Add(int64(time.Second))
+	silent, left := q.silentFor(p, now)
+	if silent || left != 500*time.Millisecond {
+		t.Fatalf("a silence of 1.5 s, 1 s of it this node's stall: silent %v, %v left; want 0.5 s left", silent, left)
 	}
 
-	silent(4500 * time.Millisecond)
-	q.stalls.total.Add(int64(time.Hour))
-	if q.excuse(p, os.ErrDeadlineExceeded) {
+	silentSince(4500 * time.Millisecond)
+	stalls.total.Add(int64(time.Hour))
+	if silent, _ := q.silentFor(p, now); !silent {
 		t.Fatal("a silence past maxExcused Deads was excused")
 	}
+}
 
-	silent(1500 * time.Millisecond)
-	q.stalls.total.Add(int64(time.Second))
-	for _, err := range []error{io.EOF, errors.New("reset")} {
-		if q.excuse(p, err) {
-			t.Fatalf("a link that ended (%v) was excused", err)
+// TestReaderWaitsOutItsOwnStall: a link's reader whose node is stalled
+// keeps the link past Dead of silence and hears the next message on it;
+// not stalled, it drops the link at Dead.
+func TestReaderWaitsOutItsOwnStall(t *testing.T) {
+	for _, stalled := range []bool{false, true} {
+		q := stalledQuiescer()
+		if stalled {
+			// A clock whose goroutine never runs: from now on, all of
+			// this node's time counts as a stall under way, which grows
+			// while the reader waits past the deadline it set.
+			q.mux.stalls = newStallClock(100 * time.Millisecond)
+		}
+		local, remote := net.Pipe()
+		p := &peerIn{conn: local, marks: map[string]followMark{}}
+		q.hear(p, time.Now().UnixNano())
+		ended := make(chan error, 1)
+		go func() { ended <- q.readEvents(bufio.NewReader(local), local, p) }()
+
+		if !stalled {
+			select {
+			case err := <-ended:
+				if errors.Is(err, io.EOF) || err == nil {
+					t.Fatalf("not stalled: the silent link ended with %v, want its silence", err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("not stalled: the reader kept a silent link for 20 s")
+			}
+			remote.Close()
+			continue
+		}
+		// Silent for 1.3 Deads, then a tick.
+		timer := time.NewTimer(1300 * time.Millisecond)
+		select {
+		case err := <-ended:
+			timer.Stop()
+			remote.Close()
+			t.Fatalf("stalled: the reader dropped the link after %v of silence: %v", q.dead, err)
+		case <-timer.C:
+		}
+		before := p.heard.Load()
+		if _, err := remote.Write([]byte{kindTick}); err != nil {
+			t.Fatalf("the reader did not read on: %v", err)
+		}
+		remote.Close()
+		if err := <-ended; !errors.Is(err, io.EOF) {
+			t.Fatalf("the link ended with %v, want its end (EOF)", err)
+		}
+		if p.heard.Load() == before {
+			t.Fatal("the tick after the stall was not heard")
 		}
 	}
 }

@@ -129,8 +129,8 @@ func encodeMsgpack(v any) ([]byte, error) {
 }
 
 // call sends group's request of kind to target and reads its response
-// into resp, within timeout. ErrGroupNotHosted (wrapped): target does not
-// serve votes here.
+// into resp, within timeout. errNoVoteStreams: target does not serve
+// votes here; ErrGroupNotHosted (wrapped): it hosts no replica of group.
 func (v *votes) call(target raft.ServerAddress, group string, kind byte, req, resp any, timeout time.Duration) error {
 	frame := make([]byte, 4, 256)
 	frame = append(frame, kind)
@@ -176,7 +176,7 @@ func (v *votes) call(target raft.ServerAddress, group string, kind byte, req, re
 	switch payload[0] {
 	case 0:
 	case 2:
-		return &peerLacksGroup{group: group, peer: target}
+		return fmt.Errorf("%w: group %q at %s", ErrGroupNotHosted, group, target)
 	default:
 		return rpcError(payload[1:])
 	}
@@ -187,21 +187,9 @@ func (v *votes) call(target raft.ServerAddress, group string, kind byte, req, re
 // replica of.
 var errVoteNotHosted = errors.New("replication: group not hosted here")
 
-// peerLacksGroup is a vote request's answer from a peer that serves vote
-// streams but hosts no replica of the group (not created there yet, or
-// removed). It is ErrGroupNotHosted, as Raft's log sees it, but unlike a
-// peer without vote streams (whose Dial fails with ErrGroupNotHosted) it
-// is no reason to send the request another way.
-type peerLacksGroup struct {
-	group string
-	peer  raft.ServerAddress
-}
-
-func (e *peerLacksGroup) Error() string {
-	return fmt.Sprintf("%v: group %q at %s", ErrGroupNotHosted, e.group, e.peer)
-}
-
-func (e *peerLacksGroup) Is(target error) bool { return target == ErrGroupNotHosted }
+// errNoVoteStreams is call's error for a peer that serves no vote
+// streams (a node that predates them): its votes go another way.
+var errNoVoteStreams = errors.New("replication: the peer serves no vote streams")
 
 // errVotesBusy refuses a request that found every stream to its peer
 // busy for voteWait.
@@ -236,6 +224,9 @@ func (v *votes) get(target raft.ServerAddress, timeout time.Duration) (*voteConn
 		return c, err
 	}
 	conn, err := v.mux.Dial(voteStream, target, timeout)
+	if errors.Is(err, ErrGroupNotHosted) {
+		return nil, errNoVoteStreams
+	}
 	if err != nil {
 		return nil, err
 	}
