@@ -395,3 +395,58 @@ func TestCreateTopicRetried(t *testing.T) {
 		}
 	}
 }
+
+// TestNewGroupWaitsForItsPeers: the first replica of a new partition
+// starts its group (bootstrap and first election) only once a majority of
+// the partition's nodes have opened their replicas; until then it runs no
+// election at all.
+func TestNewGroupWaitsForItsPeers(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	const cut = 2 // node 3: its Raft links cut, it cannot learn of the topic
+	c.IsolateRaft(cut)
+	other := c.Nodes[0]
+	clustertest.WaitFor(t, "a controller on the connected side", 30*time.Second, func() bool {
+		id := other.ControllerID()
+		return id > 0 && id != cut+1
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := other.Controller().CreateTopic(ctx, "await", 3, 2, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	tp, _ := other.Meta().Topic("await")
+	waitP, ledP := int32(-1), int32(-1)
+	for p, reps := range tp.Partitions {
+		switch {
+		case reps[0] != cut+1 && slices.Contains(reps, cut+1):
+			waitP = int32(p) // its first replica's only peer cannot open it
+		case !slices.Contains(reps, cut+1):
+			ledP = int32(p)
+		}
+	}
+	if waitP < 0 || ledP < 0 {
+		t.Fatalf("assignment %v: no partition led from a connected node with the cut node as its peer", tp.Partitions)
+	}
+	first := c.Nodes[tp.Partitions[waitP][0]-1]
+	clustertest.WaitFor(t, "the partition on both connected nodes to be led", 20*time.Second, func() bool {
+		for _, nd := range c.Nodes[:cut] {
+			if _, err := nd.LeaderPartition("await", ledP); err == nil {
+				return true
+			}
+		}
+		return false
+	})
+	clustertest.WaitFor(t, "the first replica to wait for its peer", 20*time.Second, func() bool {
+		_, ok := first.Replica("await", waitP)
+		return ok && first.AwaitingPeers() == 1
+	})
+	r, _ := first.Replica("await", waitP)
+	if cfg, err := r.Configuration(); err != nil || len(cfg.Servers) != 0 || r.Term() != 0 {
+		t.Fatalf("the waiting group started: configuration %v (%v), term %d", cfg.Servers, err, r.Term())
+	}
+	c.Net.Heal()
+	clustertest.WaitFor(t, "the group to elect once its peer opens its replica", 30*time.Second, func() bool {
+		_, err := first.LeaderPartition("await", waitP)
+		return err == nil && first.AwaitingPeers() == 0
+	})
+}

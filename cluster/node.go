@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -164,6 +165,9 @@ type Node struct {
 	// failed holds the replicas a write error stopped or that failed to
 	// open, by group (under mu): reopened with a growing backoff.
 	failed map[string]*failedReplica
+	// awaitingPeers is the new partitions whose first replica is here
+	// and waits for its peers to open theirs (bootstrapNew).
+	awaitingPeers atomic.Int64
 
 	kick chan struct{}
 	// leadersKick wakes leaderLoop: a replica won or lost leadership.
@@ -350,6 +354,11 @@ func (n *Node) QuiescedReplicas() int {
 	}
 	return n.quiescer.Quiesced()
 }
+
+// AwaitingPeers is the number of new partitions whose first replica is
+// here and waits, before its group's first election, for a majority of
+// the partition's nodes to have opened their replicas.
+func (n *Node) AwaitingPeers() int { return int(n.awaitingPeers.Load()) }
 
 // Mux is the node-wide Raft transport.
 func (n *Node) Mux() *replication.Mux { return n.mux }

@@ -1,12 +1,14 @@
 package cluster
 
 import (
+	"context"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -52,6 +54,7 @@ func (n *Node) reconcile() {
 	}
 	n.openMissing()
 	want := map[string]bool{}
+	var fresh []newGroup
 	for _, t := range n.meta.Topics() {
 		for p, reps := range t.Partitions {
 			g := groupName(t, int32(p))
@@ -87,15 +90,7 @@ func (n *Node) reconcile() {
 			_, moving := t.Reassigning[int32(p)]
 			_, led := n.leaders.get(g)
 			if len(cfg.Servers) == 0 && r.Term() == 0 && reps[0] == n.cfg.NodeID && complete && !moving && !led {
-				var servers []raft.Server
-				for _, b := range wanted {
-					servers = append(servers, raft.Server{ID: serverID(b.NodeID, b.Incarnation), Address: raft.ServerAddress(b.RaftAddr), Suffrage: raft.Voter})
-				}
-				if err := r.Bootstrap(servers); err != nil {
-					n.logger.Warn("bootstrap partition", "group", g, "error", err)
-				} else {
-					r.Campaign() // failing, the group elects at its timeout
-				}
+				fresh = append(fresh, newGroup{g, r, wanted})
 			} else if reps[0] == n.cfg.NodeID && r.Term() <= 1 && r.Raft().State() == raft.Follower && r.LastContact().IsZero() {
 				// Bootstrapped here, and its campaign found the other
 				// replicas not open yet: again, now that they may be.
@@ -110,6 +105,7 @@ func (n *Node) reconcile() {
 			}
 		}
 	}
+	n.bootstrapNew(fresh)
 	n.forgetFailed(want)
 	// Replicas no longer assigned here (deleted topics, replicas moved
 	// away) go, with their directories.
@@ -125,6 +121,114 @@ func (n *Node) reconcile() {
 		n.dropReplica(g)
 	}
 }
+
+// newGroup is a new partition's group whose first replica is here, open
+// and not bootstrapped yet.
+type newGroup struct {
+	g       string
+	r       *replication.Replica
+	members []BrokerInfo // every replica's node, the first this one
+}
+
+// bootstrapNew bootstraps the new groups of fresh whose replicas are
+// open on a majority of their nodes (this one included), and campaigns
+// for each: its peers grant the vote at once. A group bootstrapped
+// before its peers opened their replicas campaigned into peers that did
+// not host it, and again at every election timeout: at thousands of new
+// partitions, thousands of candidates starved the nodes still creating
+// them. The others wait for a later reconcile, without a timer running;
+// awaitingPeers counts them.
+func (n *Node) bootstrapNew(fresh []newGroup) {
+	ask := map[int32][]string{} // a peer → the groups to ask it of
+	addrs := map[int32]string{}
+	for _, ng := range fresh {
+		for _, b := range ng.members {
+			if b.NodeID != n.cfg.NodeID {
+				ask[b.NodeID] = append(ask[b.NodeID], ng.g)
+				addrs[b.NodeID] = b.RaftAddr
+			}
+		}
+	}
+	hosts := n.askHosted(ask, addrs)
+	waiting := 0
+	for _, ng := range fresh {
+		if !hostedByMajority(n.cfg.NodeID, ng.g, ng.members, hosts) {
+			waiting++
+			continue
+		}
+		var servers []raft.Server
+		for _, b := range ng.members {
+			servers = append(servers, raft.Server{ID: serverID(b.NodeID, b.Incarnation), Address: raft.ServerAddress(b.RaftAddr), Suffrage: raft.Voter})
+		}
+		if err := ng.r.Bootstrap(servers); err != nil {
+			n.logger.Warn("bootstrap partition", "group", ng.g, "error", err)
+		} else {
+			ng.r.Campaign() // failing, the group elects at its timeout
+		}
+	}
+	n.awaitingPeers.Store(int64(waiting))
+	if waiting > 0 {
+		n.logger.Debug("new partitions wait for their peers to open them", "partitions", waiting)
+	}
+}
+
+// hostedByMajority reports whether the replicas of group on a majority of
+// members are open: this node's (it asks) and those hosts says are.
+func hostedByMajority(self int32, group string, members []BrokerInfo, hosts map[int32]map[string]bool) bool {
+	open := 0
+	for _, b := range members {
+		if b.NodeID == self || hosts[b.NodeID][group] {
+			open++
+		}
+	}
+	return open > len(members)/2
+}
+
+// askHosted asks each peer of ask, at once, which of its groups it has
+// open. A peer that does not answer hosts none; one that does not know
+// the question (a node of an earlier version, during a rolling upgrade)
+// is taken to host them all, as that version bootstrapped without asking.
+func (n *Node) askHosted(ask map[int32][]string, addrs map[int32]string) map[int32]map[string]bool {
+	hosts := map[int32]map[string]bool{}
+	if len(ask) == 0 {
+		return hosts
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, hostedAskTimeout)
+	defer cancel()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for id, groups := range ask {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := n.call(ctx, raft.ServerAddress(addrs[id]), rpcRequest{Op: "hosted", Groups: groups})
+			open := map[string]bool{}
+			switch {
+			case err != nil:
+				n.logger.Debug("ask a peer which new partitions it has open", "node", id, "error", err)
+			case resp.Err == unknownOp+"hosted":
+				for _, g := range groups {
+					open[g] = true
+				}
+			case resp.Err != "":
+				n.logger.Debug("ask a peer which new partitions it has open", "node", id, "error", resp.Err)
+			default:
+				for _, g := range resp.Hosted {
+					open[g] = true
+				}
+			}
+			mu.Lock()
+			hosts[id] = open
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return hosts
+}
+
+// hostedAskTimeout bounds askHosted: a peer slower than this is asked
+// again at the next reconcile.
+const hostedAskTimeout = 5 * time.Second
 
 // openParallelism bounds the replicas a node opens at once: opening one
 // waits mostly on the disk (files created, preallocated and synced), so

@@ -26,6 +26,8 @@ type rpcRequest struct {
 	// transfer (balance.go): hand the leadership of Group to node To.
 	Group string `json:"group,omitempty"`
 	To    int32  `json:"to,omitempty"`
+	// hosted (reconcile.go): which of Groups the node has open.
+	Groups []string `json:"groups,omitempty"`
 }
 
 type rpcResponse struct {
@@ -36,6 +38,8 @@ type rpcResponse struct {
 	// gossip (rejoin.go): the answering node and its gossip address.
 	Node   int32  `json:"node,omitempty"`
 	Gossip string `json:"gossip,omitempty"`
+	// hosted: the groups asked of that the node has open.
+	Hosted []string `json:"hosted,omitempty"`
 }
 
 // serveRPC answers the cluster channel until the node closes.
@@ -87,9 +91,22 @@ func (n *Node) handleRPC(req rpcRequest) rpcResponse {
 			return rpcResponse{Err: err.Error()}
 		}
 		return rpcResponse{}
+	case "hosted":
+		var open []string
+		n.mu.Lock()
+		for _, g := range req.Groups {
+			if n.replicas[g] != nil {
+				open = append(open, g)
+			}
+		}
+		n.mu.Unlock()
+		return rpcResponse{Hosted: open}
 	}
-	return rpcResponse{Err: "unknown op " + req.Op}
+	return rpcResponse{Err: unknownOp + req.Op}
 }
+
+// unknownOp starts the answer to an op the node does not serve.
+const unknownOp = "unknown op "
 
 // call sends one cluster RPC to the node at addr.
 func (n *Node) call(ctx context.Context, addr raft.ServerAddress, req rpcRequest) (rpcResponse, error) {

@@ -49,6 +49,9 @@ type guardTransport struct {
 	// hold, when set, tells whether to hold a pre-vote for candidate
 	// (nil: this replica's own).
 	hold func(candidate []byte) bool
+	// campaign, when set, is told the address of each candidate asking
+	// for a vote as on a leadership transfer (Quiescer.noteCampaign).
+	campaign func(candidate raft.ServerAddress)
 
 	held      atomic.Uint64 // pre-votes held, both ways
 	preVoting inFlight
@@ -130,6 +133,9 @@ func (g *guardTransport) header() raft.RPCHeader {
 func (g *guardTransport) intercept(rpc raft.RPC) bool {
 	switch req := rpc.Command.(type) {
 	case *raft.RequestVoteRequest:
+		if req.LeadershipTransfer && g.campaign != nil {
+			g.campaign(raft.ServerAddress(req.GetRPCHeader().Addr))
+		}
 		if g.refuses(req.GetRPCHeader().ID) {
 			g.logger.Debug("vote guard: refusing vote", "candidate", string(req.GetRPCHeader().ID), "term", req.Term)
 			rpc.Respond(&raft.RequestVoteResponse{RPCHeader: g.header(), Term: g.term(), Granted: false}, nil)

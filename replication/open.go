@@ -285,6 +285,7 @@ func (r *Replica) openTransport() error {
 			return err
 		}
 		g.takeover, g.votedFor = trans.campaign, r.votedFor
+		g.pass = r.passTurn
 		r.quiesce, trans.quiesce = g, g
 	}
 	var hold func([]byte) bool
@@ -295,6 +296,9 @@ func (r *Replica) openTransport() error {
 		t, _ := r.stable.GetUint64([]byte(keyCurrentTerm))
 		return t
 	}, hold, r.logger.Named("guard"))
+	if r.quiesce != nil {
+		r.guard.campaign = r.quiesce.q.noteCampaign
+	}
 	var nb [8]byte
 	rand.Read(nb[:])
 	r.nonce = binary.BigEndian.Uint64(nb[:])

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -92,6 +93,10 @@ type Quiescer struct {
 
 	// campaigns bounds the takeovers (leaderGone) under way at once.
 	campaigns chan struct{}
+	// campaigned is when each peer's node last asked a replica here for
+	// its vote as a leadership transfer's candidate (a takeover's):
+	// raft.ServerAddress → unix nanoseconds (*atomic.Int64).
+	campaigned sync.Map
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -542,6 +547,29 @@ func (q *Quiescer) waitRunning(d time.Duration) bool {
 // and did not come back.
 var errPeerGone = errors.New("replication: the peer's node is gone (its link ended)")
 
+// noteCampaign is told each vote request a replica here receives from a
+// candidate at addr that campaigns as on a leadership transfer.
+func (q *Quiescer) noteCampaign(addr raft.ServerAddress) {
+	now := time.Now().UnixNano()
+	if v, ok := q.campaigned.Load(addr); ok {
+		v.(*atomic.Int64).Store(now)
+		return
+	}
+	v := new(atomic.Int64)
+	v.Store(now)
+	if old, loaded := q.campaigned.LoadOrStore(addr, v); loaded {
+		old.(*atomic.Int64).Store(now)
+	}
+}
+
+// campaignedLately reports whether a candidate at addr asked a replica
+// here for its vote as a takeover's within d: its node is working
+// through the groups whose turn it holds.
+func (q *Quiescer) campaignedLately(addr raft.ServerAddress, d time.Duration) bool {
+	v, ok := q.campaigned.Load(addr)
+	return ok && time.Since(time.Unix(0, v.(*atomic.Int64).Load())) < d
+}
+
 // isGone reports whether the link from addr ended and did not come back.
 func (q *Quiescer) isGone(addr raft.ServerAddress) bool {
 	q.mu.RLock()
@@ -739,10 +767,14 @@ type groupQuiesce struct {
 	failingOver bool                                  // leaderGone runs
 	suspended   bool                                  // leaderGone raised this awake follower's timeouts
 	takeover    func(leader raft.ServerAddress) error // set before Raft starts; tests replace it under mu
+	// pass asks the voter id at addr to campaign at once (passTurn); set
+	// before Raft starts.
+	pass func(id raft.ServerID, addr raft.ServerAddress) error
 	// votedFor is the candidate the replica voted for in its current
 	// term, "" if none.
 	votedFor  func() raft.ServerAddress
 	takeovers atomic.Uint64
+	passes    atomic.Uint64 // turns passed on (passTurn)
 
 	answered atomic.Uint64 // requests answered on a follower's behalf
 	servedN  atomic.Uint64 // requests this replica answered as a follower
@@ -943,16 +975,26 @@ func (g *groupQuiesce) ledFrom(addr raft.ServerAddress) bool {
 	return a == addr
 }
 
-// A dead leader's group elects in turns of takeoverTurn: in each, one
-// voter left campaigns at once and the others hold their own campaigns,
-// until the group has a leader or takeoverTurns have passed (then Raft's
-// own timeouts go on). A turn outlasts a vote's round trip on a node
-// electing a thousand groups at once, each vote two or three fsyncs on
-// either side: with 1.5 s, the next voter's turn often came while its
-// vote for the first was still on its way, and the two split the votes.
+// A dead leader's group elects in turns: the voters left, in an order
+// drawn from the group's name (the same on every node), each in its turn
+// campaigns at once while the later ones hold their own campaigns. A
+// voter whose turn it is keeps it while it waits for a campaign slot
+// (takeoverCampaigns): a node that must elect thousands of groups works
+// through them at its own pace, and the later voters, which see its
+// campaigns arrive, wait for it rather than campaign against it. A turn
+// passes on when its voter's campaign fails (it asks the next voter to
+// campaign at once, as a leadership transfer does), when its node goes,
+// or when, after takeoverTurn, no campaign has come from its node for
+// takeoverQuiet (it is not working through its groups: an earlier
+// version, a starved node). After takeoverMax Raft's own timeouts go on.
+// A turn outlasts a vote's round trip on a node electing a thousand
+// groups at once, each vote two or three fsyncs on either side: with
+// 1.5 s, the next voter's turn often came while its vote for the first
+// was still on its way, and the two split the votes.
 const (
 	takeoverTurn  = 3 * time.Second
-	takeoverTurns = 4
+	takeoverQuiet = 3 * time.Second
+	takeoverMax   = 30 * time.Second
 )
 
 // takeoverCampaigns bounds the campaigns a node's takeovers run at once,
@@ -962,19 +1004,18 @@ const (
 // long enough for each to take the other for dead.
 const (
 	takeoverCampaigns = 64
-	takeoverCampaign  = time.Second
+	takeoverCampaign  = 2 * time.Second
 )
 
 // leaderGone elects a new leader after the node of the replica's leader
-// went: the voters left on nodes not known dead take turns, in an order
-// drawn from the group's name, to campaign at once, as on a leadership
-// transfer (no pre-vote; the others grant their votes though they knew a
-// leader), while the others hold their own campaigns. So a node's death
-// elects every group it led in one round trip each, without a candidate
-// opposing another; a campaign that fails (a vote refused, a log behind
-// the other's) hands the turn to the next voter rather than to the
-// election timeout; and the groups' leadership spreads over the nodes
-// left.
+// went: the voters left on nodes not known dead take turns (above) to
+// campaign at once, as on a leadership transfer (no pre-vote; the others
+// grant their votes though they knew a leader), while the others hold
+// their own campaigns. So a node's death elects every group it led in
+// one round trip each, without a candidate opposing another; a campaign
+// that fails (a vote refused, a log behind the other's) hands the turn
+// to the next voter rather than to the election timeout; and the
+// groups' leadership spreads over the nodes left.
 func (g *groupQuiesce) leaderGone(leader raft.ServerAddress, why string) {
 	rf := g.raft.Load()
 	if rf == nil || (rf.State() != raft.Follower && rf.State() != raft.Candidate) {
@@ -984,16 +1025,16 @@ func (g *groupQuiesce) leaderGone(leader raft.ServerAddress, why string) {
 	if f.Error() != nil {
 		return
 	}
-	var order []raft.ServerID
+	var order []raft.Server
 	voter := false
 	for _, s := range f.Configuration().Servers {
 		if s.Suffrage != raft.Voter || s.Address == leader || (s.ID != g.self && g.q.isGone(s.Address)) {
 			continue
 		}
 		voter = voter || s.ID == g.self
-		order = append(order, s.ID)
+		order = append(order, s)
 	}
-	sort.Slice(order, func(i, j int) bool { return takeoverRank(g.name, order[i]) < takeoverRank(g.name, order[j]) })
+	sort.Slice(order, func(i, j int) bool { return takeoverRank(g.name, order[i].ID) < takeoverRank(g.name, order[j].ID) })
 	// A follower keeps its own timeouts out of reach until its turn or
 	// the end (a quiesced one by staying quiesced, an awake one by
 	// raising them below): woken, it would campaign on them at once (it
@@ -1035,45 +1076,123 @@ func (g *groupQuiesce) leaderGone(leader raft.ServerAddress, why string) {
 		g.mu.Unlock()
 		wake()
 	}()
-	timer := time.NewTimer(takeoverTurn)
-	defer timer.Stop()
-	for turn := 0; turn < takeoverTurns; turn++ {
-		mine := order[turn%len(order)] == g.self
+	g.takeTurns(rf, leader, order)
+}
+
+// takeTurns walks order (the group's voters left, ranked) until the
+// group has a leader: this replica campaigns in its turn, holds its own
+// campaigns in the others' (see takeoverTurn).
+func (g *groupQuiesce) takeTurns(rf *raft.Raft, leader raft.ServerAddress, order []raft.Server) {
+	deadline := time.Now().Add(takeoverMax)
+	startTerm := rf.CurrentTerm()
+	tick := time.NewTicker(g.q.tick)
+	defer tick.Stop()
+	for pos := 0; pos < len(order); pos++ {
+		cur := order[pos]
 		g.mu.Lock()
 		if g.closed {
 			g.mu.Unlock()
 			return
 		}
 		g.yieldUntil = time.Time{}
-		if !mine {
-			g.yieldUntil = time.Now().Add(takeoverTurn)
-		}
 		takeover := g.takeover
 		g.mu.Unlock()
-		if mine && takeover != nil {
-			if g.takeTurn(rf, leader, takeover, turn) {
+		if cur.ID == g.self {
+			if takeover != nil && g.takeTurn(rf, leader, takeover, pos, deadline) {
 				return
 			}
-			wake()
+			g.passTurn(rf, leader, order[pos+1:])
+			return
 		}
-		timer.Reset(takeoverTurn)
+		// Another voter's turn.
+		turnStart := time.Now()
+		for {
+			if hasLeader(rf, leader) {
+				return
+			}
+			if rf.State() == raft.Candidate && rf.CurrentTerm() > startTerm {
+				// Asked to campaign (the voter in turn passed it on):
+				// this replica's campaign is under way.
+				if g.awaitLeader(rf, leader, takeoverCampaign) {
+					return
+				}
+				if i := slices.IndexFunc(order, func(s raft.Server) bool { return s.ID == g.self }); i >= 0 {
+					g.passTurn(rf, leader, order[i+1:])
+				}
+				return
+			}
+			now := time.Now()
+			if now.After(deadline) {
+				return
+			}
+			if g.q.isGone(cur.Address) || (now.Sub(turnStart) >= takeoverTurn && !g.q.campaignedLately(cur.Address, takeoverQuiet)) {
+				break // the next voter's turn
+			}
+			g.mu.Lock()
+			g.yieldUntil = now.Add(2 * g.q.tick)
+			g.mu.Unlock()
+			select {
+			case <-g.q.stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}
+}
+
+// hasLeader reports whether the group has a leader other than the dead
+// one: this replica or one it heard from.
+func hasLeader(rf *raft.Raft, dead raft.ServerAddress) bool {
+	a, _ := rf.LeaderWithID()
+	return rf.State() == raft.Leader || (a != "" && a != dead)
+}
+
+// awaitLeader waits up to d for the group to have a leader.
+func (g *groupQuiesce) awaitLeader(rf *raft.Raft, dead raft.ServerAddress, d time.Duration) bool {
+	tick := time.NewTicker(min(d/20, 50*time.Millisecond))
+	defer tick.Stop()
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); {
+		if hasLeader(rf, dead) {
+			return true
+		}
 		select {
 		case <-g.q.stop:
-			return
-		case <-timer.C:
+			return true
+		case <-tick.C:
 		}
-		if a, _ := rf.LeaderWithID(); rf.State() == raft.Leader || (a != "" && a != leader) {
+	}
+	return hasLeader(rf, dead)
+}
+
+// passTurn asks the first of next, the voters after this one, to
+// campaign at once (a TimeoutNow, as a leadership transfer sends), after
+// this replica's turn ended without a leader, and waits a turn for one.
+// A voter that cannot campaign (gated) refuses: the one after it is
+// asked.
+func (g *groupQuiesce) passTurn(rf *raft.Raft, leader raft.ServerAddress, next []raft.Server) {
+	g.mu.Lock()
+	pass := g.pass
+	g.mu.Unlock()
+	for _, s := range next {
+		if pass == nil || hasLeader(rf, leader) {
 			return
 		}
+		if err := pass(s.ID, s.Address); err != nil {
+			g.logger.Debug("the leader's node is gone: passing the turn failed", "to", s.ID, "error", err)
+			continue
+		}
+		g.passes.Add(1)
+		g.logger.Info("the leader's node is gone: the turn passed on", "to", s.ID)
+		g.awaitLeader(rf, leader, takeoverTurn)
+		return
 	}
 }
 
 // takeTurn is the replica's turn to take over from the dead leader: it
 // campaigns at once unless there is no need; true when a leader is known.
-func (g *groupQuiesce) takeTurn(rf *raft.Raft, leader raft.ServerAddress, takeover func(raft.ServerAddress) error, turn int) bool {
-	// A slot first, waiting at most a turn (then the next voter's turn
-	// has come), then what may have changed meanwhile.
-	wait := time.NewTimer(takeoverTurn)
+// It waits for a campaign slot up to deadline.
+func (g *groupQuiesce) takeTurn(rf *raft.Raft, leader raft.ServerAddress, takeover func(raft.ServerAddress) error, turn int, deadline time.Time) bool {
+	wait := time.NewTimer(time.Until(deadline))
 	defer wait.Stop()
 	select {
 	case g.q.campaigns <- struct{}{}:
@@ -1083,10 +1202,7 @@ func (g *groupQuiesce) takeTurn(rf *raft.Raft, leader raft.ServerAddress, takeov
 		return true
 	}
 	defer func() { <-g.q.campaigns }()
-	if rf.State() == raft.Leader {
-		return true
-	}
-	if a, _ := rf.LeaderWithID(); a != "" && a != leader {
+	if hasLeader(rf, leader) {
 		return true // it heard of a new leader meanwhile
 	}
 	if g.votedFor != nil {
@@ -1095,14 +1211,14 @@ func (g *groupQuiesce) takeTurn(rf *raft.Raft, leader raft.ServerAddress, takeov
 			// or soon will (its first append may be on its way yet); a
 			// campaign now would depose it.
 			g.logger.Debug("the leader's node is gone: voted for another candidate, not campaigning", "candidate", c, "turn", turn)
-			return false
+			return g.awaitLeader(rf, leader, takeoverCampaign)
 		}
 	}
 	// A replica campaigning already (its own timeout ran out first) would
 	// forget the TimeoutNow: its next round's pre-vote, which the others
 	// grant, stands in for it.
 	if rf.State() != raft.Follower {
-		return false
+		return g.awaitLeader(rf, leader, takeoverCampaign)
 	}
 	g.logger.Info("the leader's node is gone: campaigning at once", "leader", leader, "turn", turn)
 	if err := takeover(leader); err != nil {
@@ -1111,19 +1227,7 @@ func (g *groupQuiesce) takeTurn(rf *raft.Raft, leader raft.ServerAddress, takeov
 	}
 	g.takeovers.Add(1)
 	// The slot is held while the campaign runs.
-	tick := time.NewTicker(takeoverCampaign / 20)
-	defer tick.Stop()
-	for deadline := time.Now().Add(takeoverCampaign); time.Now().Before(deadline); {
-		if a, _ := rf.LeaderWithID(); rf.State() == raft.Leader || (a != "" && a != leader) {
-			return true
-		}
-		select {
-		case <-g.q.stop:
-			return true
-		case <-tick.C:
-		}
-	}
-	return false
+	return g.awaitLeader(rf, leader, takeoverCampaign)
 }
 
 // takeoverRank orders a group's voters for leaderGone.

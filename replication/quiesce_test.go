@@ -255,8 +255,9 @@ func TestLeadersNodeDeathElectsInOneTerm(t *testing.T) {
 
 // TestTakeoverPassesTheTurn: when the voter whose turn it is to take over
 // from a dead leader cannot campaign (here its campaign fails, as a gated
-// replica's does), the turn passes to the next voter, which wins, well
-// before the election timeouts of Raft would (raised out of reach here).
+// replica's does), it passes the turn to the next voter, which campaigns
+// at once and wins, well before the election timeouts of Raft would
+// (raised out of reach here).
 func TestTakeoverPassesTheTurn(t *testing.T) {
 	for _, awake := range []bool{false, true} {
 		t.Run(fmt.Sprintf("awake=%v", awake), func(t *testing.T) {
@@ -293,16 +294,59 @@ func TestTakeoverPassesTheTurn(t *testing.T) {
 			if nl != next {
 				t.Fatalf("%s leads, want %s (the next in turn)", nl.name, next.name)
 			}
-			// Awake, the next voter would have been campaigning on its own
-			// timeouts when its turn came, and the TimeoutNow lost.
-			if n := next.rep.quiesce.takeovers.Load(); n != 1 {
-				t.Fatalf("%s took over %d times, want 1", next.name, n)
+			if n := fq.passes.Load(); n != 1 {
+				t.Fatalf("%s passed the turn %d times, want 1", first.name, n)
 			}
 			g.produce(nl, a, 5, 5)
 			g.start(ld)
 			g.checkConverged(a)
 		})
 	}
+}
+
+// TestTakeoverTurnKeptWhileQueued: the voter whose turn it is keeps it
+// while it waits for a campaign slot and its node is seen campaigning
+// for other groups (a node electing thousands of groups works through
+// them): the next voter does not campaign against it past its turn, and
+// the group elects the first voter, in the next term, once it has a
+// slot.
+func TestTakeoverTurnKeptWhileQueued(t *testing.T) {
+	g, a, ld := quiescedGroup(t)
+	fs := g.others(ld)
+	first, next := fs[0], fs[1]
+	if takeoverRank(testGroup, raft.ServerID(next.rep.ServerID())) < takeoverRank(testGroup, raft.ServerID(first.rep.ServerID())) {
+		first, next = next, first
+	}
+	// Every campaign slot of the first voter's node taken.
+	slots := first.q.campaigns
+	for range cap(slots) {
+		slots <- struct{}{}
+	}
+	term := ld.rep.Term()
+	g.kill(ld)
+	// Its node's campaigns for other groups keep reaching the next voter's
+	// node, for two turns and more.
+	firstAddr := raft.ServerAddress(first.addr)
+	for end := time.Now().Add(2*takeoverTurn + time.Second); time.Now().Before(end); {
+		next.q.noteCampaign(firstAddr)
+		if next.rep.raft.State() != raft.Follower || next.rep.quiesce.takeovers.Load() != 0 {
+			t.Fatalf("%s campaigned (state %v) while %s held the turn", next.name, next.rep.raft.State(), first.name)
+		}
+		if first.rep.raft.State() != raft.Follower {
+			t.Fatalf("%s campaigned (state %v) without a slot", first.name, first.rep.raft.State())
+		}
+		time.Sleep(100 * time.Millisecond) // a polled property over time, not a synchronisation
+	}
+	for range cap(slots) {
+		<-slots
+	}
+	nl := g.leader(fs...)
+	if nl != first || nl.rep.Term() != term+1 {
+		t.Fatalf("%s leads in term %d, want %s in term %d", nl.name, nl.rep.Term(), first.name, term+1)
+	}
+	g.produce(nl, a, 5, 5)
+	g.start(ld)
+	g.checkConverged(a)
 }
 
 // TestLinkComesBackAfterSilence: a reader that finds its link silent for

@@ -529,3 +529,12 @@ func (r *Replica) ProducerIDs() (held, forgotten int) { return r.prod.count() }
 func (r *Replica) LeaderReady() bool {
 	return r.raft.State() == raft.Leader && r.readyTerm.Load() == r.raft.CurrentTerm()
 }
+
+// passTurn asks the group's voter id at addr to campaign at once, as a
+// leadership transfer's TimeoutNow does (quiescence's takeover passes
+// its turn on so).
+func (r *Replica) passTurn(id raft.ServerID, addr raft.ServerAddress) error {
+	req := raft.TimeoutNowRequest{RPCHeader: r.guard.header()}
+	var resp raft.TimeoutNowResponse
+	return r.guard.TimeoutNow(id, addr, &req, &resp)
+}

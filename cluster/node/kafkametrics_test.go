@@ -1,9 +1,12 @@
 package node
 
 import (
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
+	gometrics "github.com/hashicorp/go-metrics"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/raftlog/raftlog/cluster/clustertest/promtest"
@@ -112,8 +115,49 @@ func TestKeyHasPrefix(t *testing.T) {
 			t.Errorf("keyHasPrefix(%q, %q) = %v, want %v", c.key, c.prefix, got, c.want)
 		}
 	}
-	f := filterSink{}
+	f := &raftMetricSink{}
 	if !f.allowed([]string{"raft", "replication", "appendEntries", "rpc"}) || f.allowed([]string{"raft", "replication", "appendEntries", "rpc", "2-cd"}) {
-		t.Error("filterSink passes the per-peer copy or blocks the labelled measurement")
+		t.Error("the raft sink passes the per-peer copy or blocks the labelled measurement")
+	}
+}
+
+// TestRaftMetricSink: what Raft measures becomes series named as
+// go-metrics' Prometheus sink names them: samples as histograms,
+// counters and gauges as such, labels kept, blocked keys and negative
+// counts dropped.
+func TestRaftMetricSink(t *testing.T) {
+	s := &raftMetricSink{}
+	peer := []gometrics.Label{{Name: "peer_id", Value: "2-ab"}}
+	s.AddSampleWithLabels([]string{"raft", "replication", "appendEntries", "rpc"}, 1.5, peer)
+	s.AddSampleWithLabels([]string{"raft", "replication", "appendEntries", "rpc"}, 30, peer)
+	s.AddSample([]string{"raft", "replication", "appendEntries", "rpc", "2-ab"}, 1) // the per-peer copy
+	s.IncrCounter([]string{"raft", "state", "candidate"}, 1)
+	s.IncrCounter([]string{"raft", "state", "candidate"}, 2)
+	s.IncrCounter([]string{"raft", "state", "candidate"}, -1)
+	s.SetGauge([]string{"raft", "snapshot", "x"}, 7)
+	s.AddSample([]string{"raft", "replication", "heartbeat"}, 1) // not shown
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*dto.MetricFamily{}
+	for _, f := range fams {
+		got[f.GetName()] = f
+	}
+	if len(got) != 3 {
+		t.Fatalf("series %v, want 3", slices.Sorted(maps.Keys(got)))
+	}
+	h := got["raft_replication_appendEntries_rpc"]
+	if h.GetType() != dto.MetricType_HISTOGRAM || h.GetMetric()[0].GetHistogram().GetSampleCount() != 2 ||
+		h.GetMetric()[0].GetHistogram().GetSampleSum() != 31.5 || h.GetMetric()[0].GetLabel()[0].GetValue() != "2-ab" {
+		t.Errorf("the round trip: %v", h)
+	}
+	if c := got["raft_state_candidate"]; c.GetType() != dto.MetricType_COUNTER || c.GetMetric()[0].GetCounter().GetValue() != 3 {
+		t.Errorf("the candidate counter: %v", c)
+	}
+	if g := got["raft_snapshot_x"]; g.GetType() != dto.MetricType_GAUGE || g.GetMetric()[0].GetGauge().GetValue() != 7 {
+		t.Errorf("the gauge: %v", g)
 	}
 }

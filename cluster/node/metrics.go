@@ -3,12 +3,12 @@ package node
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	gometrics "github.com/hashicorp/go-metrics"
-	gmprom "github.com/hashicorp/go-metrics/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -64,6 +64,7 @@ var (
 	descOffsetGroups    = nodeDesc("offset_groups", "Consumer groups with committed offsets, as this node's metadata holds them.")
 	descCtrlLogStart    = nodeDesc("controller_log_start_offset", "First offset of this node's replica of the controller log (the last metadata snapshot's).")
 	descCtrlLogEnd      = nodeDesc("controller_log_end_offset", "Offset after the last batch of this node's replica of the controller log.")
+	descAwaitingPeers   = nodeDesc("partitions_awaiting_peers", "New partitions whose first replica is here and waits, before its group's first election, for a majority of the partition's nodes to open their replicas.")
 	descDirectConns     = nodeDesc("raft_direct_connections", "Direct connections this node dialed for append streams and holds open, to all peers (--raft-direct-connections bounds them per peer).")
 )
 
@@ -76,6 +77,7 @@ func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		descGated, descCommitLag, descLastContact, descRecDuration, descRecTruncated,
 		descProducers, descProdForgotten,
 		descInfo, descReady, descReplicas, descPartitionsLed, descUnderReplicated, descGatedReplicas,
+		descWriteStopped, descStoppedReplicas, descQuiesced, descAwaitingPeers,
 		descControllerLead, descBrokers, descOffsetGroups, descCtrlLogStart, descCtrlLogEnd, descDirectConns,
 	} {
 		ch <- d
@@ -152,6 +154,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descGatedReplicas, float64(gated))
 	gauge(descStoppedReplicas, float64(stopped))
 	gauge(descQuiesced, float64(nd.QuiescedReplicas()))
+	gauge(descAwaitingPeers, float64(nd.AwaitingPeers()))
 	gauge(descControllerLead, b2f(nd.ControllerID() == nd.ID()))
 	gauge(descBrokers, float64(len(nd.Brokers())))
 	gauge(descOffsetGroups, float64(len(nd.Meta().OffsetGroups())))
@@ -180,8 +183,8 @@ func metricsHandler(nd *cluster.Node, km *kafkaMetrics) http.Handler {
 }
 
 // raftMetricPrefixes are the measurements of hashicorp/raft that /metrics
-// shows (summaries in milliseconds, under raft's own names, as Consul and
-// Nomad show them): commit time, the leader's log dispatch, the
+// shows (histograms in milliseconds, under raft's own names, as Consul and
+// Nomad name them): commit time, the leader's log dispatch, the
 // replication round trip per follower (peer_id), a follower's handling of
 // an append and its log write, the FSM's batches, snapshots, and state
 // changes. Raft also names each measurement per peer in the metric's
@@ -208,35 +211,49 @@ var raftMetricBlocked = []string{
 // raftSink receives what hashicorp/raft measures through go-metrics, which
 // is global to the process: a process running several nodes (`raftlog
 // dev`, `raftlog bench compare`) shows their sum on each node's /metrics.
-var raftSink = sync.OnceValue(func() *gmprom.PrometheusSink {
-	sink, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{
-		Expiration: time.Minute,
-		Name:       "raftlog_raft_sink",
-		Registerer: prometheus.NewRegistry(), // not the default registry
-	})
-	if err != nil {
-		panic(err) // a fresh registry refuses nothing
-	}
+var raftSink = sync.OnceValue(func() *raftMetricSink {
+	sink := &raftMetricSink{}
 	cfg := gometrics.DefaultConfig("")
 	cfg.EnableHostname = false
 	cfg.EnableRuntimeMetrics = false
 	cfg.EnableServiceLabel = false
-	cfg.FilterDefault = true // filterSink filters
-	if _, err := gometrics.NewGlobal(cfg, filterSink{sink}); err != nil {
+	cfg.FilterDefault = true // the sink filters
+	if _, err := gometrics.NewGlobal(cfg, sink); err != nil {
 		panic(err) // NewGlobal fails only where its runtime collection does, which is off
 	}
 	return sink
 })
 
-// filterSink passes on the measurements raftMetricPrefixes names and
-// raftMetricBlocked does not. go-metrics' own filter joins each key into
-// a string and looks it up in a radix tree on every measurement, before
-// asking the sink: a tenth of an idle node's CPU with a thousand
-// partition leaders, which measure each heartbeat and append to each
-// follower. This compares the key's parts in place.
-type filterSink struct{ gometrics.MetricSink }
+// raftMetricSink is a go-metrics sink and a prometheus.Collector of what
+// it received: the measurements raftMetricPrefixes names and
+// raftMetricBlocked does not, each a series of its own, named by the
+// key's parts joined by '_' (as go-metrics' Prometheus sink names them),
+// samples as histograms in milliseconds, counters and gauges as such.
+//
+// Every measurement takes no lock once its series exists: Raft measures
+// from each group's main loop (a follower's every append, every state
+// change), and thousands of groups measured at once. go-metrics' own
+// Prometheus sink stored each measurement back into a sync.Map under the
+// key's lock, and summaries observe under a lock too: when thousands of
+// groups changed state together on a node starved of CPU, their main
+// loops queued for minutes on that one lock, each hand-off waiting for
+// the scheduler, and their groups went on electing around them.
+//
+// go-metrics' own filter joins each key into a string and looks it up in
+// a radix tree on every measurement, before asking the sink: a tenth of
+// an idle node's CPU with a thousand partition leaders, which measure
+// each heartbeat and append to each follower. allowed compares the key's
+// parts in place.
+type raftMetricSink struct {
+	mu     sync.Mutex // creating a series
+	series sync.Map   // kind, key and labels → prometheus.Collector
+}
 
-func (f filterSink) allowed(key []string) bool {
+// raftSampleBuckets are the bounds, in milliseconds, of the histograms of
+// Raft's timings: from a tenth of a millisecond to ten seconds.
+var raftSampleBuckets = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}
+
+func (s *raftMetricSink) allowed(key []string) bool {
 	for _, p := range raftMetricBlocked {
 		if keyHasPrefix(key, p) {
 			return false
@@ -274,46 +291,89 @@ func keyHasPrefix(key []string, prefix string) bool {
 	return prefix == ""
 }
 
-func (f filterSink) SetGauge(key []string, val float32) {
-	if f.allowed(key) {
-		f.MetricSink.SetGauge(key, val)
+// metricNameReplacer makes a go-metrics key a Prometheus name, as
+// go-metrics' Prometheus sink does.
+var metricNameReplacer = strings.NewReplacer(" ", "_", ".", "_", "=", "_", "-", "_", "/", "_")
+
+// get returns the series of kind ('c' counter, 'g' gauge, 'h' histogram)
+// for key and labels, made when it is the first measurement.
+func (s *raftMetricSink) get(kind byte, key []string, labels []gometrics.Label) prometheus.Collector {
+	var id strings.Builder
+	id.WriteByte(kind)
+	for i, k := range key {
+		if i > 0 {
+			id.WriteByte('_')
+		}
+		id.WriteString(k)
+	}
+	for _, l := range labels {
+		id.WriteString(";" + l.Name + "=" + l.Value)
+	}
+	if m, ok := s.series.Load(id.String()); ok {
+		return m.(prometheus.Collector)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m, ok := s.series.Load(id.String()); ok {
+		return m.(prometheus.Collector)
+	}
+	name := metricNameReplacer.Replace(strings.Join(key, "_"))
+	constLabels := prometheus.Labels{}
+	for _, l := range labels {
+		constLabels[l.Name] = l.Value
+	}
+	var m prometheus.Collector
+	switch kind {
+	case 'c':
+		m = prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: name, ConstLabels: constLabels})
+	case 'g':
+		m = prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: name, ConstLabels: constLabels})
+	default:
+		m = prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: name + " (milliseconds)", ConstLabels: constLabels, Buckets: raftSampleBuckets})
+	}
+	s.series.Store(id.String(), m)
+	return m
+}
+
+func (s *raftMetricSink) SetGauge(key []string, val float32) { s.SetGaugeWithLabels(key, val, nil) }
+
+func (s *raftMetricSink) SetGaugeWithLabels(key []string, val float32, labels []gometrics.Label) {
+	if s.allowed(key) {
+		s.get('g', key, labels).(prometheus.Gauge).Set(float64(val))
 	}
 }
 
-func (f filterSink) SetGaugeWithLabels(key []string, val float32, labels []gometrics.Label) {
-	if f.allowed(key) {
-		f.MetricSink.SetGaugeWithLabels(key, val, labels)
+// EmitKey is not kept: Prometheus has no type for single values.
+func (s *raftMetricSink) EmitKey(key []string, val float32) {}
+
+func (s *raftMetricSink) IncrCounter(key []string, val float32) {
+	s.IncrCounterWithLabels(key, val, nil)
+}
+
+func (s *raftMetricSink) IncrCounterWithLabels(key []string, val float32, labels []gometrics.Label) {
+	if val >= 0 && s.allowed(key) { // a counter never goes down
+		s.get('c', key, labels).(prometheus.Counter).Add(float64(val))
 	}
 }
 
-func (f filterSink) EmitKey(key []string, val float32) {
-	if f.allowed(key) {
-		f.MetricSink.EmitKey(key, val)
+func (s *raftMetricSink) AddSample(key []string, val float32) { s.AddSampleWithLabels(key, val, nil) }
+
+func (s *raftMetricSink) AddSampleWithLabels(key []string, val float32, labels []gometrics.Label) {
+	if s.allowed(key) {
+		s.get('h', key, labels).(prometheus.Histogram).Observe(float64(val))
 	}
 }
 
-func (f filterSink) IncrCounter(key []string, val float32) {
-	if f.allowed(key) {
-		f.MetricSink.IncrCounter(key, val)
-	}
-}
+// Describe describes nothing: the series appear as Raft measures them
+// (an unchecked collector).
+func (s *raftMetricSink) Describe(chan<- *prometheus.Desc) {}
 
-func (f filterSink) IncrCounterWithLabels(key []string, val float32, labels []gometrics.Label) {
-	if f.allowed(key) {
-		f.MetricSink.IncrCounterWithLabels(key, val, labels)
-	}
-}
-
-func (f filterSink) AddSample(key []string, val float32) {
-	if f.allowed(key) {
-		f.MetricSink.AddSample(key, val)
-	}
-}
-
-func (f filterSink) AddSampleWithLabels(key []string, val float32, labels []gometrics.Label) {
-	if f.allowed(key) {
-		f.MetricSink.AddSampleWithLabels(key, val, labels)
-	}
+// Collect implements prometheus.Collector.
+func (s *raftMetricSink) Collect(ch chan<- prometheus.Metric) {
+	s.series.Range(func(_, m any) bool {
+		m.(prometheus.Collector).Collect(ch)
+		return true
+	})
 }
 
 // kafkaMetrics counts the Kafka requests the node serves: it is the rpc

@@ -34,7 +34,7 @@ func checkClusterMetrics(all []map[string]*dto.MetricFamily, topic string, parti
 		"raftlog_node_under_replicated_partitions", "raftlog_node_gated_replicas", "raftlog_node_controller_leader",
 		"raftlog_node_live_brokers", "raftlog_node_offset_groups",
 		"raftlog_node_controller_log_start_offset", "raftlog_node_controller_log_end_offset",
-		"raftlog_node_raft_direct_connections", "raftlog_node_quiesced_replicas",
+		"raftlog_node_raft_direct_connections", "raftlog_node_quiesced_replicas", "raftlog_node_partitions_awaiting_peers",
 		// The standard collectors.
 		"go_goroutines", "go_memstats_heap_alloc_bytes", "process_cpu_seconds_total", "process_resident_memory_bytes",
 		"process_open_fds",
@@ -148,10 +148,10 @@ func TestMetrics(t *testing.T) {
 func checkRaftMetrics(fams map[string]*dto.MetricFamily) error {
 	for _, name := range []string{"raft_commitTime", "raft_replication_appendEntries_rpc", "raft_rpc_appendEntries_storeLogs"} {
 		f, ok := fams[name]
-		if !ok || f.GetType() != dto.MetricType_SUMMARY || len(f.GetMetric()) == 0 {
-			return fmt.Errorf("no summary %s", name)
+		if !ok || f.GetType() != dto.MetricType_HISTOGRAM || len(f.GetMetric()) == 0 {
+			return fmt.Errorf("no histogram %s", name)
 		}
-		if s := f.GetMetric()[0].GetSummary(); s.GetSampleCount() == 0 {
+		if h := f.GetMetric()[0].GetHistogram(); h.GetSampleCount() == 0 {
 			return fmt.Errorf("%s: no samples", name)
 		}
 	}
