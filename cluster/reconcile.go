@@ -70,6 +70,13 @@ func (n *Node) reconcile() {
 			if r == nil {
 				continue
 			}
+			// What follows concerns a partition's first replica while its
+			// group is new, and leaders: a node's other replicas (most,
+			// at thousands of partitions) cost nothing more here.
+			term, leader, first := r.Term(), r.IsLeader(), reps[0] == n.cfg.NodeID
+			if !leader && !(first && term <= 1) {
+				continue
+			}
 			var wanted []BrokerInfo
 			complete := true
 			for _, id := range reps {
@@ -80,23 +87,21 @@ func (n *Node) reconcile() {
 				}
 				wanted = append(wanted, b)
 			}
-			cfg, err := r.Configuration()
-			if err != nil {
-				continue
-			}
 			// Only a new partition's group is bootstrapped: never one
 			// being reassigned (its new replicas join the existing
 			// group) nor one that leads somewhere.
-			_, moving := t.Reassigning[int32(p)]
-			_, led := n.leaders.get(g)
-			if len(cfg.Servers) == 0 && r.Term() == 0 && reps[0] == n.cfg.NodeID && complete && !moving && !led {
-				fresh = append(fresh, newGroup{g, r, wanted})
-			} else if reps[0] == n.cfg.NodeID && r.Term() <= 1 && r.Raft().State() == raft.Follower && r.LastContact().IsZero() {
+			if first && term == 0 && n.unstarted(r) {
+				_, moving := t.Reassigning[int32(p)]
+				_, led := n.leaders.get(g)
+				if complete && !moving && !led {
+					fresh = append(fresh, newGroup{g, r, wanted})
+				}
+			} else if first && term <= 1 && r.Raft().State() == raft.Follower && r.LastContact().IsZero() {
 				// Bootstrapped here, and its campaign found the other
 				// replicas not open yet: again, now that they may be.
 				r.Campaign()
 			}
-			if r.IsLeader() {
+			if leader {
 				if rs, moving := t.Reassigning[int32(p)]; moving {
 					n.driveReassignment(r, t, int32(p), rs, brokers)
 				} else {
@@ -120,6 +125,13 @@ func (n *Node) reconcile() {
 	for _, g := range drop {
 		n.dropReplica(g)
 	}
+}
+
+// unstarted reports whether r's group has no configuration yet: neither
+// bootstrapped here nor joined from a leader.
+func (n *Node) unstarted(r *replication.Replica) bool {
+	cfg, err := r.Configuration()
+	return err == nil && len(cfg.Servers) == 0
 }
 
 // newGroup is a new partition's group whose first replica is here, open

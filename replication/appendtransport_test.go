@@ -305,7 +305,7 @@ func newTransportPair(t *testing.T, group string, fastOnB bool) *transportPair {
 			t.Cleanup(func() { inner.Close() })
 			continue
 		}
-		fast, err := m.layer(group+appendStreamSuffix, false)
+		fast, err := m.layer(group+appendStreamSuffix, false, false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -51,7 +51,7 @@ type ctlServer struct {
 func ctlGroup(group string) string { return group + "#ctl" }
 
 func newCtlServer(r *Replica) (*ctlServer, error) {
-	layer, err := r.cfg.Mux.layer(ctlGroup(r.cfg.Group), false)
+	layer, err := r.cfg.Mux.layer(ctlGroup(r.cfg.Group), false, false)
 	if err != nil {
 		return nil, err
 	}

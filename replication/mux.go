@@ -636,20 +636,26 @@ var errDirectRefused = errors.New("replication: direct connection closed unanswe
 // dialDirect opens a direct connection to group on the node at addr, or
 // returns nil and no error when the stream should go on the session
 // instead: this node holds its bound of them to the peer, or the peer
-// refused one a short while ago.
-func (m *Mux) dialDirect(group string, addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+// refused one a short while ago. A control link's (unbounded) is
+// neither bound nor counted.
+func (m *Mux) dialDirect(group string, addr raft.ServerAddress, timeout time.Duration, unbounded bool) (net.Conn, error) {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
 		return nil, ErrMuxClosed
 	}
-	if m.direct[addr] >= m.directLimit || time.Now().Before(m.noDirect[addr]) {
+	if (!unbounded && m.direct[addr] >= m.directLimit) || time.Now().Before(m.noDirect[addr]) {
 		m.mu.Unlock()
 		return nil, nil
 	}
-	m.direct[addr]++
+	if !unbounded {
+		m.direct[addr]++
+	}
 	m.mu.Unlock()
 	release := func() {
+		if unbounded {
+			return
+		}
 		m.mu.Lock()
 		if m.direct[addr]--; m.direct[addr] <= 0 {
 			delete(m.direct, addr)
@@ -729,7 +735,7 @@ func (c *directConn) Close() error {
 var ErrGroupNotHosted = errors.New("replication: group not hosted by the peer")
 
 // Layer registers group and returns its raft.StreamLayer.
-func (m *Mux) Layer(group string) (raft.StreamLayer, error) { return m.layer(group, false) }
+func (m *Mux) Layer(group string) (raft.StreamLayer, error) { return m.layer(group, false, false) }
 
 // DirectConnections is the number of direct connections this node has
 // dialed and holds open, to all peers.
@@ -746,9 +752,16 @@ func (m *Mux) DirectConnections() int {
 // DirectLayer is Layer for a group whose streams are dialed as direct
 // connections while the peer's bound allows (see Mux). It accepts streams
 // that come either way.
-func (m *Mux) DirectLayer(group string) (raft.StreamLayer, error) { return m.layer(group, true) }
+func (m *Mux) DirectLayer(group string) (raft.StreamLayer, error) { return m.layer(group, true, false) }
 
-func (m *Mux) layer(group string, direct bool) (*groupLayer, error) {
+// ControlLayer is DirectLayer for a node's own control links, one or two
+// per peer (quiescence's liveness): their direct connections are dialed
+// whatever the bound (WithDirectLimit), so that a link that tells a
+// peer's liveness never waits behind the session's bulk traffic, nor
+// ends with a session closed for it.
+func (m *Mux) ControlLayer(group string) (raft.StreamLayer, error) { return m.layer(group, true, true) }
+
+func (m *Mux) layer(group string, direct, control bool) (*groupLayer, error) {
 	if len(group) > maxGroupName {
 		return nil, fmt.Errorf("replication: group name of %d bytes", len(group))
 	}
@@ -760,7 +773,7 @@ func (m *Mux) layer(group string, direct bool) (*groupLayer, error) {
 	if m.groups[group] != nil {
 		return nil, fmt.Errorf("replication: group %q already registered", group)
 	}
-	g := &groupLayer{mux: m, name: group, direct: direct, accept: make(chan net.Conn), served: make(chan struct{}), closed: make(chan struct{})}
+	g := &groupLayer{mux: m, name: group, direct: direct, control: control, accept: make(chan net.Conn), served: make(chan struct{}), closed: make(chan struct{})}
 	m.groups[group] = g
 	return g, nil
 }
@@ -798,12 +811,13 @@ func (m *Mux) Close() error {
 
 // groupLayer is one group's raft.StreamLayer on the mux.
 type groupLayer struct {
-	mux    *Mux
-	name   string
-	direct bool // dial direct connections (DirectLayer)
-	accept chan net.Conn
-	once   sync.Once
-	closed chan struct{}
+	mux     *Mux
+	name    string
+	direct  bool // dial direct connections (DirectLayer)
+	control bool // whatever the bound (ControlLayer)
+	accept  chan net.Conn
+	once    sync.Once
+	closed  chan struct{}
 	// handler, set by Serve before it closes served, is given each
 	// accepted stream in the goroutine that routed it, instead of Accept.
 	handler func(net.Conn)
@@ -881,7 +895,7 @@ func (g *groupLayer) Addr() net.Addr { return muxAddr(g.mux.addr) }
 
 func (g *groupLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	if g.direct {
-		c, err := g.mux.dialDirect(g.name, addr, timeout)
+		c, err := g.mux.dialDirect(g.name, addr, timeout, g.control)
 		switch {
 		case errors.Is(err, errDirectRefused):
 			return g.mux.dialFallback(g.name, addr, timeout)

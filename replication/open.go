@@ -258,7 +258,7 @@ func (r *Replica) openTransport() error {
 	if err != nil {
 		return err
 	}
-	appendLayer, err := r.cfg.Mux.layer(r.cfg.Group+appendStreamSuffix, true)
+	appendLayer, err := r.cfg.Mux.layer(r.cfg.Group+appendStreamSuffix, true, false)
 	if err != nil {
 		layer.Close()
 		return err

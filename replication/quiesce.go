@@ -56,8 +56,13 @@ import (
 //     opposes another, and the groups' leadership spreads over the nodes
 //     left.
 //
-// Link protocol (frozen), on the mux stream named quiesceStream, one each
-// way per pair of nodes, the dialer sending and the acceptor reading:
+// Link protocol (frozen), on a direct connection to the mux group named
+// quiesceStream (ControlLayer; a session stream to a peer that takes no
+// direct connections), one each way per pair of nodes, the dialer
+// sending and the acceptor reading. On the session, a link waited
+// behind the bulk traffic of thousands of groups and ended with every
+// session closed for it, and a node that was merely busy was taken for
+// gone for minutes:
 //
 //	hello:  8 bytes the sender's incarnation (random per Quiescer),
 //	        uvarint length of the sender's mux address, the address
@@ -153,7 +158,7 @@ func NewQuiescer(m *Mux, cfg QuiescerConfig) (*Quiescer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	layer, err := m.Layer(quiesceStream)
+	layer, err := m.ControlLayer(quiesceStream)
 	if err != nil {
 		return nil, err
 	}
@@ -324,7 +329,7 @@ func (q *Quiescer) runOut(l *outLink) {
 			return
 		default:
 		}
-		c, err := q.mux.Dial(quiesceStream, l.addr, q.dead)
+		c, err := q.layer.Dial(l.addr, q.dead)
 		if err == nil {
 			backoff = q.tick
 			err = q.writeLink(l, c)

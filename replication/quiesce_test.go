@@ -349,6 +349,44 @@ func TestTakeoverTurnKeptWhileQueued(t *testing.T) {
 	g.checkConverged(a)
 }
 
+// TestLinkOutlivesSessions: a quiescence link has a connection of its
+// own, so the sessions between the nodes closing (as the keep-alive
+// closes one whose peer is slow to answer) does not end it: no node is
+// taken for gone for it.
+func TestLinkOutlivesSessions(t *testing.T) {
+	g, a, ld := quiescedGroup(t)
+	peerOf := func(nd *tnode, addr string) *peerIn {
+		nd.q.mu.RLock()
+		defer nd.q.mu.RUnlock()
+		return nd.q.peers[raft.ServerAddress(addr)]
+	}
+	before := map[*tnode]*peerIn{}
+	for _, f := range g.others(ld) {
+		before[f] = peerOf(f, ld.addr)
+		if before[f] == nil {
+			t.Fatalf("%s has no link from %s", f.name, ld.name)
+		}
+	}
+	for _, nd := range g.nodes {
+		nd.mux.mu.Lock()
+		var ss []*dialedSession
+		for _, s := range nd.mux.sessions {
+			ss = append(ss, s)
+		}
+		nd.mux.mu.Unlock()
+		for _, s := range ss {
+			s.Close()
+		}
+	}
+	g.produce(ld, a, 5, 5) // on new sessions
+	for f, p := range before {
+		if now := peerOf(f, ld.addr); now != p {
+			t.Fatalf("the link from %s to %s ended with the sessions", ld.name, f.name)
+		}
+	}
+	g.checkConverged(a)
+}
+
 // TestLinkComesBackAfterSilence: a reader that finds its link silent for
 // Dead (its own process starved, or the sender's) drops it; the sender
 // must notice and link again, so that the reader takes its node for alive
