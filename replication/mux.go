@@ -75,6 +75,8 @@ type Mux struct {
 	stop chan struct{} // closed by Close
 
 	votes *votes // every group's votes (votes.go)
+	// logs bounds what the node's replicas log (logbudget.go).
+	logs *logBudget
 
 	wg sync.WaitGroup
 }
@@ -163,6 +165,7 @@ func NewMux(ln net.Listener, advertise string, opts ...MuxOption) *Mux {
 	for _, o := range opts {
 		o(m)
 	}
+	m.logs = newLogBudget(m.logger)
 	m.votes, _ = newVotes(m) // a new mux registers its first stream name
 	m.wg.Add(2)
 	go m.acceptLoop()

@@ -39,7 +39,7 @@ func Open(cfg Config) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Replica{cfg: cfg, logger: cfg.Logger.With("group", cfg.Group), closed: make(chan struct{})}
+	r := &Replica{cfg: cfg, logger: withBudget(cfg.Logger.With("group", cfg.Group), cfg.Mux.logs), closed: make(chan struct{})}
 	if err := r.openIdentity(); err != nil {
 		return nil, err
 	}

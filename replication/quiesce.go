@@ -336,7 +336,7 @@ func (q *Quiescer) runOut(l *outLink) {
 			c.Close()
 		}
 		if err != nil && !errors.Is(err, net.ErrClosed) {
-			q.logger.Debug("quiescence link failed", "peer", l.addr, "error", err)
+			q.logger.Info("quiescence link to a peer ended", "peer", l.addr, "error", err, "retry_in", backoff)
 		}
 		t := time.NewTimer(backoff)
 		select {

@@ -294,8 +294,11 @@ func TestTakeoverPassesTheTurn(t *testing.T) {
 			if nl != next {
 				t.Fatalf("%s leads, want %s (the next in turn)", nl.name, next.name)
 			}
-			if n := fq.passes.Load(); n != 1 {
-				t.Fatalf("%s passed the turn %d times, want 1", first.name, n)
+			// Passed the turn, or, when the first took longer than a turn
+			// to fail (a loaded machine), the next took its own turn: the
+			// takeover elected the group either way, not Raft's timers.
+			if p, n := fq.passes.Load(), next.rep.quiesce.takeovers.Load(); p+n != 1 {
+				t.Fatalf("%s passed the turn %d times and %s took over %d times, want one of them once", first.name, p, next.name, n)
 			}
 			g.produce(nl, a, 5, 5)
 			g.start(ld)

@@ -1,0 +1,74 @@
+package replication
+
+import (
+	"bytes"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestLogBudget: the replicas of a node log, together, at most
+// logLinesPerSecond lines above debug a second; what is dropped is
+// counted and told once a new second begins; lines below the logger's
+// level take nothing of the budget; debug lines are not bounded.
+func TestLogBudget(t *testing.T) {
+	var out syncBuffer
+	root := hclog.New(&hclog.LoggerOptions{Output: &out, Level: hclog.Info})
+	b := newLogBudget(root.Named("mux"))
+	var wg sync.WaitGroup
+	for g := range 20 {
+		l := withBudget(root.With("group", g), b).Named("raft")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 100 {
+				l.Debug("not shown") // below the level: takes no budget
+				l.Error("a failed vote")
+				l.Log(hclog.Warn, "a failed heartbeat")
+			}
+		}()
+	}
+	wg.Wait()
+	logged := strings.Count(out.String(), "a failed")
+	// The 4,000 lines may straddle two seconds.
+	if logged < logLinesPerSecond || logged > 2*logLinesPerSecond {
+		t.Fatalf("%d lines logged of 4,000, want %d to %d", logged, logLinesPerSecond, 2*logLinesPerSecond)
+	}
+	l := withBudget(root, b)
+	waitFor(t, "the dropped lines told", 5*time.Second, func() bool {
+		l.Info("a line in a later second")
+		return strings.Contains(out.String(), "replica log lines dropped")
+	})
+	if strings.Contains(out.String(), "not shown") {
+		t.Fatal("a debug line was logged at info")
+	}
+	var dbg syncBuffer
+	dl := withBudget(hclog.New(&hclog.LoggerOptions{Output: &dbg, Level: hclog.Debug}), newLogBudget(hclog.NewNullLogger()))
+	for range 3 * logLinesPerSecond {
+		dl.Debug("every debug line")
+	}
+	if n := strings.Count(dbg.String(), "every debug line"); n != 3*logLinesPerSecond {
+		t.Fatalf("%d debug lines logged, want all %d", n, 3*logLinesPerSecond)
+	}
+}
