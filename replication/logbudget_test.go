@@ -1,7 +1,6 @@
 package replication
 
 import (
-	"bytes"
 	"strings"
 	"sync"
 	"testing"
@@ -10,22 +9,11 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+// String is what was written.
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestLogBudget: the replicas of a node log, together, at most
@@ -33,7 +21,7 @@ func (s *syncBuffer) String() string {
 // counted and told once a new second begins; lines below the logger's
 // level take nothing of the budget; debug lines are not bounded.
 func TestLogBudget(t *testing.T) {
-	var out syncBuffer
+	var out lockedBuffer
 	root := hclog.New(&hclog.LoggerOptions{Output: &out, Level: hclog.Info})
 	b := newLogBudget(root.Named("mux"))
 	var wg sync.WaitGroup
@@ -63,7 +51,7 @@ func TestLogBudget(t *testing.T) {
 	if strings.Contains(out.String(), "not shown") {
 		t.Fatal("a debug line was logged at info")
 	}
-	var dbg syncBuffer
+	var dbg lockedBuffer
 	dl := withBudget(hclog.New(&hclog.LoggerOptions{Output: &dbg, Level: hclog.Debug}), newLogBudget(hclog.NewNullLogger()))
 	for range 3 * logLinesPerSecond {
 		dl.Debug("every debug line")
