@@ -165,7 +165,7 @@ func NewMux(ln net.Listener, advertise string, opts ...MuxOption) *Mux {
 	for _, o := range opts {
 		o(m)
 	}
-	m.logs = newLogBudget(m.logger)
+	m.logs = newLogBudget(m.logger, m.stop)
 	m.votes, _ = newVotes(m) // a new mux registers its first stream name
 	m.wg.Add(2)
 	go m.acceptLoop()
