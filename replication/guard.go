@@ -52,6 +52,9 @@ type guardTransport struct {
 	// campaign, when set, is told the address of each candidate asking
 	// for a vote as on a leadership transfer (Quiescer.noteCampaign).
 	campaign func(candidate raft.ServerAddress)
+	// heard, when set, is told the sender of every request received
+	// (Quiescer.heard).
+	heard func(sender raft.ServerAddress)
 
 	held      atomic.Uint64 // pre-votes held, both ways
 	preVoting inFlight
@@ -101,6 +104,11 @@ func (g *guardTransport) filter() {
 			return
 		case rpc = <-in:
 		case rpc = <-in2:
+		}
+		if g.heard != nil {
+			if h, ok := rpc.Command.(raft.WithRPCHeader); ok {
+				g.heard(raft.ServerAddress(h.GetRPCHeader().Addr))
+			}
 		}
 		if g.intercept(rpc) {
 			continue

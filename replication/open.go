@@ -297,7 +297,7 @@ func (r *Replica) openTransport() error {
 		return t
 	}, hold, r.logger.Named("guard"))
 	if r.quiesce != nil {
-		r.guard.campaign = r.quiesce.q.noteCampaign
+		r.guard.campaign, r.guard.heard = r.quiesce.q.noteCampaign, r.quiesce.q.heard
 	}
 	var nb [8]byte
 	rand.Read(nb[:])

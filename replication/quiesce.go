@@ -93,6 +93,7 @@ type Quiescer struct {
 	// gone is the peers whose link ended and did not come back: dead,
 	// until they link again.
 	gone   map[raft.ServerAddress]bool
+	nGone  atomic.Int64 // len(gone), read without the lock
 	groups map[string]*groupQuiesce
 	closed bool
 
@@ -475,7 +476,7 @@ func (q *Quiescer) readLink(c net.Conn) {
 	}
 	old := q.peers[addr]
 	q.peers[addr] = p
-	delete(q.gone, addr)
+	q.clearGoneLocked(addr)
 	q.mu.Unlock()
 	if old != nil {
 		old.conn.Close()
@@ -515,8 +516,9 @@ func (q *Quiescer) failover(addr raft.ServerAddress, inc uint64) {
 		delete(q.departing, addr)
 	}
 	p := q.live(q.peers[addr])
-	if p == nil {
+	if p == nil && !q.gone[addr] {
 		q.gone[addr] = true
+		q.nGone.Add(1)
 	}
 	q.mu.Unlock()
 	if p != nil && p.inc == inc {
@@ -573,6 +575,37 @@ func (q *Quiescer) noteCampaign(addr raft.ServerAddress) {
 func (q *Quiescer) campaignedLately(addr raft.ServerAddress, d time.Duration) bool {
 	v, ok := q.campaigned.Load(addr)
 	return ok && time.Since(time.Unix(0, v.(*atomic.Int64).Load())) < d
+}
+
+// clearGoneLocked takes addr for alive again.
+func (q *Quiescer) clearGoneLocked(addr raft.ServerAddress) {
+	if q.gone[addr] {
+		delete(q.gone, addr)
+		q.nGone.Add(-1)
+	}
+}
+
+// heard is told the sender of each request a replica here receives: a
+// peer taken for gone (its link ended and did not come back) is alive
+// after all when a request comes from it. A survivor of a node's death,
+// electing thousands of groups, once stalled for seconds, the other
+// took it for gone, and refused its own candidates' votes to it until
+// its link came back, which took minutes under that load; the
+// survivor's appends and votes kept arriving all along.
+func (q *Quiescer) heard(addr raft.ServerAddress) {
+	if q.nGone.Load() == 0 {
+		return
+	}
+	q.mu.RLock()
+	gone := q.gone[addr]
+	q.mu.RUnlock()
+	if !gone {
+		return
+	}
+	q.mu.Lock()
+	q.clearGoneLocked(addr)
+	q.mu.Unlock()
+	q.logger.Info("a peer taken for gone sent a request: it is alive", "peer", addr)
 }
 
 // isGone reports whether the link from addr ended and did not come back.

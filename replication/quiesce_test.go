@@ -390,6 +390,27 @@ func TestLinkOutlivesSessions(t *testing.T) {
 	g.checkConverged(a)
 }
 
+// TestGoneNodeHeardFrom: a peer taken for gone (here marked so while its
+// link lives) is alive again as soon as a request comes from it.
+func TestGoneNodeHeardFrom(t *testing.T) {
+	g, a, ld := quiescedGroup(t)
+	f := g.others(ld)[0]
+	addr := raft.ServerAddress(ld.addr)
+	f.q.mu.Lock()
+	f.q.gone[addr] = true
+	f.q.nGone.Add(1)
+	f.q.mu.Unlock()
+	if !f.q.isGone(addr) {
+		t.Fatal("not gone")
+	}
+	g.produce(ld, a, 5, 5) // appends from the leader's node
+	waitFor(t, ld.name+" alive again on "+f.name, 10*time.Second, func() bool { return !f.q.isGone(addr) })
+	if n := f.q.nGone.Load(); n != 0 {
+		t.Fatalf("%d peers counted gone, want 0", n)
+	}
+	g.checkConverged(a)
+}
+
 // TestLinkComesBackAfterSilence: a reader that finds its link silent for
 // Dead (its own process starved, or the sender's) drops it; the sender
 // must notice and link again, so that the reader takes its node for alive
