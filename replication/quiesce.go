@@ -1114,13 +1114,16 @@ func (g *groupQuiesce) leaderGone(leader raft.ServerAddress, why string) {
 		g.mu.Unlock()
 		wake()
 	}()
-	g.takeTurns(rf, leader, order)
+	g.takeTurns(rf, leader, order, g.q.isGone(leader))
 }
 
 // takeTurns walks order (the group's voters left, ranked) until the
 // group has a leader: this replica campaigns in its turn, holds its own
-// campaigns in the others' (see takeoverTurn).
-func (g *groupQuiesce) takeTurns(rf *raft.Raft, leader raft.ServerAddress, order []raft.Server) {
+// campaigns in the others' (see takeoverTurn). When the leader's node
+// was taken for gone (gone) and is heard from again before this
+// replica's campaign, it lives after all: its groups keep their leader.
+func (g *groupQuiesce) takeTurns(rf *raft.Raft, leader raft.ServerAddress, order []raft.Server, gone bool) {
+	revived := func() bool { return gone && !g.q.isGone(leader) }
 	deadline := time.Now().Add(takeoverMax)
 	startTerm := rf.CurrentTerm()
 	tick := time.NewTicker(g.q.tick)
@@ -1136,7 +1139,7 @@ func (g *groupQuiesce) takeTurns(rf *raft.Raft, leader raft.ServerAddress, order
 		takeover := g.takeover
 		g.mu.Unlock()
 		if cur.ID == g.self {
-			if takeover != nil && g.takeTurn(rf, leader, takeover, pos, deadline) {
+			if takeover != nil && g.takeTurn(rf, leader, takeover, pos, deadline, revived) {
 				return
 			}
 			g.passTurn(rf, leader, order[pos+1:])
@@ -1145,7 +1148,7 @@ func (g *groupQuiesce) takeTurns(rf *raft.Raft, leader raft.ServerAddress, order
 		// Another voter's turn.
 		turnStart := time.Now()
 		for {
-			if hasLeader(rf, leader) {
+			if hasLeader(rf, leader) || revived() {
 				return
 			}
 			if rf.State() == raft.Candidate && rf.CurrentTerm() > startTerm {
@@ -1229,7 +1232,7 @@ func (g *groupQuiesce) passTurn(rf *raft.Raft, leader raft.ServerAddress, next [
 // takeTurn is the replica's turn to take over from the dead leader: it
 // campaigns at once unless there is no need; true when a leader is known.
 // It waits for a campaign slot up to deadline.
-func (g *groupQuiesce) takeTurn(rf *raft.Raft, leader raft.ServerAddress, takeover func(raft.ServerAddress) error, turn int, deadline time.Time) bool {
+func (g *groupQuiesce) takeTurn(rf *raft.Raft, leader raft.ServerAddress, takeover func(raft.ServerAddress) error, turn int, deadline time.Time, revived func() bool) bool {
 	wait := time.NewTimer(time.Until(deadline))
 	defer wait.Stop()
 	select {
@@ -1240,8 +1243,8 @@ func (g *groupQuiesce) takeTurn(rf *raft.Raft, leader raft.ServerAddress, takeov
 		return true
 	}
 	defer func() { <-g.q.campaigns }()
-	if hasLeader(rf, leader) {
-		return true // it heard of a new leader meanwhile
+	if hasLeader(rf, leader) || revived() {
+		return true // it heard of a new leader meanwhile, or from the old one's node
 	}
 	if g.votedFor != nil {
 		if c := g.votedFor(); c != "" && c != leader && c != g.q.mux.Addr() {

@@ -411,6 +411,55 @@ func TestGoneNodeHeardFrom(t *testing.T) {
 	g.checkConverged(a)
 }
 
+// TestTakeoverSparesARevivedLeader: followers that took their leader's
+// node for gone and queued to take over (no campaign slot free) do not
+// campaign once a request from that node shows it alive: the group keeps
+// its leader and its term.
+func TestTakeoverSparesARevivedLeader(t *testing.T) {
+	g, a, ld := quiescedGroup(t)
+	fs := g.others(ld)
+	addr := raft.ServerAddress(ld.addr)
+	term := ld.rep.Term()
+	for _, f := range fs {
+		f.q.mu.Lock()
+		f.q.gone[addr] = true
+		f.q.nGone.Add(1)
+		f.q.mu.Unlock()
+		for range cap(f.q.campaigns) {
+			f.q.campaigns <- struct{}{}
+		}
+	}
+	for _, f := range fs {
+		go f.rep.quiesce.leaderGone(addr, "test: taken for gone")
+	}
+	failingOver := func(f *tnode) bool {
+		f.rep.quiesce.mu.Lock()
+		defer f.rep.quiesce.mu.Unlock()
+		return f.rep.quiesce.failingOver
+	}
+	for _, f := range fs {
+		waitFor(t, f.name+" to queue its takeover", 10*time.Second, func() bool { return failingOver(f) })
+	}
+	g.produce(ld, a, 5, 5) // requests from the leader's node
+	for _, f := range fs {
+		waitFor(t, ld.name+" alive again on "+f.name, 10*time.Second, func() bool { return !f.q.isGone(addr) })
+		for range cap(f.q.campaigns) {
+			<-f.q.campaigns
+		}
+	}
+	for _, f := range fs {
+		waitFor(t, f.name+"'s takeover to end", 20*time.Second, func() bool { return !failingOver(f) })
+		if n := f.rep.quiesce.takeovers.Load(); n != 0 {
+			t.Fatalf("%s campaigned %d times against a live leader", f.name, n)
+		}
+	}
+	if !ld.rep.IsLeader() || ld.rep.Term() != term {
+		t.Fatalf("%s leads %v in term %d, want the same leader in term %d", ld.name, ld.rep.IsLeader(), ld.rep.Term(), term)
+	}
+	g.produce(ld, a, 10, 5)
+	g.checkConverged(a)
+}
+
 // TestLinkComesBackAfterSilence: a reader that finds its link silent for
 // Dead (its own process starved, or the sender's) drops it; the sender
 // must notice and link again, so that the reader takes its node for alive
