@@ -79,9 +79,12 @@ func newGuardTransport(inner raft.Transport, localID raft.ServerID, term func() 
 		out: make(chan raft.RPC), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	g.prevote, _ = inner.(raft.WithPreVote)
-	go g.filter()
 	return g
 }
+
+// start starts passing RPCs on; the hooks (campaign, heard) are set
+// before it.
+func (g *guardTransport) start() { go g.filter() }
 
 // twoConsumers is a transport whose RPCs arrive on two channels
 // (appendTransport.consumers): the guard reads both.

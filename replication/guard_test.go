@@ -316,6 +316,7 @@ func (b *blockingPreVotes) RequestPreVote(_ raft.ServerID, _ raft.ServerAddress,
 func TestOnePreVoteInFlightPerPeer(t *testing.T) {
 	inner := &blockingPreVotes{release: make(chan struct{})}
 	g := newGuardTransport(inner, "me", func() uint64 { return 1 }, nil, hclog.NewNullLogger())
+	g.start()
 	defer g.Close()
 	ask := func(target raft.ServerAddress) chan raft.RequestPreVoteResponse {
 		out := make(chan raft.RequestPreVoteResponse, 1)

@@ -299,6 +299,7 @@ func (r *Replica) openTransport() error {
 	if r.quiesce != nil {
 		r.guard.campaign, r.guard.heard = r.quiesce.q.noteCampaign, r.quiesce.q.heard
 	}
+	r.guard.start()
 	var nb [8]byte
 	rand.Read(nb[:])
 	r.nonce = binary.BigEndian.Uint64(nb[:])
