@@ -90,7 +90,7 @@ func (n *Node) reconcile() {
 			// Only a new partition's group is bootstrapped: never one
 			// being reassigned (its new replicas join the existing
 			// group) nor one that leads somewhere.
-			if first && term == 0 && n.unstarted(r) {
+			if first && term == 0 && unstarted(r) {
 				_, moving := t.Reassigning[int32(p)]
 				_, led := n.leaders.get(g)
 				if complete && !moving && !led {
@@ -129,7 +129,7 @@ func (n *Node) reconcile() {
 
 // unstarted reports whether r's group has no configuration yet: neither
 // bootstrapped here nor joined from a leader.
-func (n *Node) unstarted(r *replication.Replica) bool {
+func unstarted(r *replication.Replica) bool {
 	cfg, err := r.Configuration()
 	return err == nil && len(cfg.Servers) == 0
 }

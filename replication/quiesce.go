@@ -90,10 +90,11 @@ type Quiescer struct {
 	// departing is the incarnation of each peer whose link ended while
 	// failover waits to see whether it links again.
 	departing map[raft.ServerAddress]uint64
-	// gone is the peers whose link ended and did not come back: dead,
-	// until they link again.
-	gone   map[raft.ServerAddress]bool
-	nGone  atomic.Int64 // len(gone), read without the lock
+	// gone is the peers whose link ended and did not come back
+	// (raft.ServerAddress → struct{}): dead, until they link again or a
+	// request comes from them. Read without a lock: every request a
+	// replica here receives asks it (heard).
+	gone   sync.Map
 	groups map[string]*groupQuiesce
 	closed bool
 
@@ -166,7 +167,6 @@ func NewQuiescer(m *Mux, cfg QuiescerConfig) (*Quiescer, error) {
 	q := &Quiescer{
 		mux: m, layer: layer, logger: cfg.Logger, tick: cfg.Tick, dead: cfg.Dead, inc: rand.Uint64() | 1, // 0: none
 		out: map[raft.ServerAddress]*outLink{}, peers: map[raft.ServerAddress]*peerIn{}, departing: map[raft.ServerAddress]uint64{},
-		gone:   map[raft.ServerAddress]bool{},
 		groups: map[string]*groupQuiesce{}, stop: make(chan struct{}), campaigns: make(chan struct{}, takeoverCampaigns),
 	}
 	q.wg.Add(1)
@@ -476,7 +476,7 @@ func (q *Quiescer) readLink(c net.Conn) {
 	}
 	old := q.peers[addr]
 	q.peers[addr] = p
-	q.clearGoneLocked(addr)
+	q.gone.Delete(addr)
 	q.mu.Unlock()
 	if old != nil {
 		old.conn.Close()
@@ -516,9 +516,8 @@ func (q *Quiescer) failover(addr raft.ServerAddress, inc uint64) {
 		delete(q.departing, addr)
 	}
 	p := q.live(q.peers[addr])
-	if p == nil && !q.gone[addr] {
-		q.gone[addr] = true
-		q.nGone.Add(1)
+	if p == nil {
+		q.gone.Store(addr, struct{}{})
 	}
 	q.mu.Unlock()
 	if p != nil && p.inc == inc {
@@ -577,14 +576,6 @@ func (q *Quiescer) campaignedLately(addr raft.ServerAddress, d time.Duration) bo
 	return ok && time.Since(time.Unix(0, v.(*atomic.Int64).Load())) < d
 }
 
-// clearGoneLocked takes addr for alive again.
-func (q *Quiescer) clearGoneLocked(addr raft.ServerAddress) {
-	if q.gone[addr] {
-		delete(q.gone, addr)
-		q.nGone.Add(-1)
-	}
-}
-
 // heard is told the sender of each request a replica here receives: a
 // peer taken for gone (its link ended and did not come back) is alive
 // after all when a request comes from it. A survivor of a node's death,
@@ -593,26 +584,15 @@ func (q *Quiescer) clearGoneLocked(addr raft.ServerAddress) {
 // its link came back, which took minutes under that load; the
 // survivor's appends and votes kept arriving all along.
 func (q *Quiescer) heard(addr raft.ServerAddress) {
-	if q.nGone.Load() == 0 {
-		return
+	if _, gone := q.gone.LoadAndDelete(addr); gone {
+		q.logger.Info("a peer taken for gone sent a request: it is alive", "peer", addr)
 	}
-	q.mu.RLock()
-	gone := q.gone[addr]
-	q.mu.RUnlock()
-	if !gone {
-		return
-	}
-	q.mu.Lock()
-	q.clearGoneLocked(addr)
-	q.mu.Unlock()
-	q.logger.Info("a peer taken for gone sent a request: it is alive", "peer", addr)
 }
 
 // isGone reports whether the link from addr ended and did not come back.
 func (q *Quiescer) isGone(addr raft.ServerAddress) bool {
-	q.mu.RLock()
-	defer q.mu.RUnlock()
-	return q.gone[addr]
+	_, gone := q.gone.Load(addr)
+	return gone
 }
 
 // holdsFor reports whether a link from addr of incarnation inc is

@@ -245,8 +245,11 @@ var raftSink = sync.OnceValue(func() *raftMetricSink {
 // each heartbeat and append to each follower. allowed compares the key's
 // parts in place.
 type raftMetricSink struct {
-	mu     sync.Mutex // creating a series
-	series sync.Map   // kind, key and labels → prometheus.Collector
+	mu sync.Mutex // creating a series
+	// series maps kind, key and labels to a series; replaced whole (under
+	// mu) when one is added, so that a measurement looks its series up
+	// with neither a lock nor an allocation.
+	series atomic.Pointer[map[string]prometheus.Collector]
 }
 
 // raftSampleBuckets are the bounds, in milliseconds, of the histograms of
@@ -298,41 +301,55 @@ var metricNameReplacer = strings.NewReplacer(" ", "_", ".", "_", "=", "_", "-", 
 // get returns the series of kind ('c' counter, 'g' gauge, 'h' histogram)
 // for key and labels, made when it is the first measurement.
 func (s *raftMetricSink) get(kind byte, key []string, labels []gometrics.Label) prometheus.Collector {
-	var id strings.Builder
-	id.WriteByte(kind)
+	var buf [128]byte
+	id := append(buf[:0], kind)
 	for i, k := range key {
 		if i > 0 {
-			id.WriteByte('_')
+			id = append(id, '_')
 		}
-		id.WriteString(k)
+		id = append(id, k...)
 	}
 	for _, l := range labels {
-		id.WriteString(";" + l.Name + "=" + l.Value)
+		id = append(id, ';')
+		id = append(id, l.Name...)
+		id = append(id, '=')
+		id = append(id, l.Value...)
 	}
-	if m, ok := s.series.Load(id.String()); ok {
-		return m.(prometheus.Collector)
+	if m := s.series.Load(); m != nil {
+		if c, ok := (*m)[string(id)]; ok { // no allocation: a map index by string(bytes)
+			return c
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if m, ok := s.series.Load(id.String()); ok {
-		return m.(prometheus.Collector)
+	old := s.series.Load()
+	if old != nil {
+		if c, ok := (*old)[string(id)]; ok {
+			return c
+		}
 	}
 	name := metricNameReplacer.Replace(strings.Join(key, "_"))
 	constLabels := prometheus.Labels{}
 	for _, l := range labels {
 		constLabels[l.Name] = l.Value
 	}
-	var m prometheus.Collector
+	var c prometheus.Collector
 	switch kind {
 	case 'c':
-		m = prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: name, ConstLabels: constLabels})
+		c = prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: name, ConstLabels: constLabels})
 	case 'g':
-		m = prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: name, ConstLabels: constLabels})
+		c = prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: name, ConstLabels: constLabels})
 	default:
-		m = prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: name + " (milliseconds)", ConstLabels: constLabels, Buckets: raftSampleBuckets})
+		c = prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: name + " (milliseconds)", ConstLabels: constLabels, Buckets: raftSampleBuckets})
 	}
-	s.series.Store(id.String(), m)
-	return m
+	m := map[string]prometheus.Collector{string(id): c}
+	if old != nil {
+		for k, v := range *old {
+			m[k] = v
+		}
+	}
+	s.series.Store(&m)
+	return c
 }
 
 func (s *raftMetricSink) SetGauge(key []string, val float32) { s.SetGaugeWithLabels(key, val, nil) }
@@ -370,10 +387,11 @@ func (s *raftMetricSink) Describe(chan<- *prometheus.Desc) {}
 
 // Collect implements prometheus.Collector.
 func (s *raftMetricSink) Collect(ch chan<- prometheus.Metric) {
-	s.series.Range(func(_, m any) bool {
-		m.(prometheus.Collector).Collect(ch)
-		return true
-	})
+	if m := s.series.Load(); m != nil {
+		for _, c := range *m {
+			c.Collect(ch)
+		}
+	}
 }
 
 // kafkaMetrics counts the Kafka requests the node serves: it is the rpc
