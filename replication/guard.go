@@ -109,7 +109,11 @@ func (g *guardTransport) filter() {
 		case rpc = <-in2:
 		}
 		if g.heard != nil {
-			if h, ok := rpc.Command.(raft.WithRPCHeader); ok {
+			// A request a peer's Raft sent names the sender's ID; the
+			// TimeoutNow a takeover makes here in its dead leader's name
+			// (appendTransport.campaign) names none, and must not pass
+			// for a sign of that leader's life.
+			if h, ok := rpc.Command.(raft.WithRPCHeader); ok && len(h.GetRPCHeader().ID) > 0 {
 				g.heard(raft.ServerAddress(h.GetRPCHeader().Addr))
 			}
 		}

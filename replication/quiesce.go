@@ -497,7 +497,7 @@ func (q *Quiescer) readLink(c net.Conn) {
 	closed := q.closed
 	q.mu.Unlock()
 	if current && !closed {
-		q.logger.Info("quiescence link from a peer ended: its groups elect unless it links again", "peer", addr, "error", err)
+		q.logger.Warn("quiescence link from a peer ended: its groups elect unless it links again", "peer", addr, "error", err)
 		q.wg.Add(1)
 		go q.failover(addr, inc)
 	}
@@ -523,6 +523,7 @@ func (q *Quiescer) failover(addr raft.ServerAddress, inc uint64) {
 	if p != nil && p.inc == inc {
 		return
 	}
+	q.logger.Warn("a peer did not link again: taken for gone, its groups elect", "peer", addr)
 	q.peerGone(addr, "leader's node unreachable")
 }
 
@@ -585,7 +586,7 @@ func (q *Quiescer) campaignedLately(addr raft.ServerAddress, d time.Duration) bo
 // survivor's appends and votes kept arriving all along.
 func (q *Quiescer) heard(addr raft.ServerAddress) {
 	if _, gone := q.gone.LoadAndDelete(addr); gone {
-		q.logger.Info("a peer taken for gone sent a request: it is alive", "peer", addr)
+		q.logger.Warn("a peer taken for gone sent a request: it is alive", "peer", addr)
 	}
 }
 

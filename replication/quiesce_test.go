@@ -245,6 +245,9 @@ func TestLeadersNodeDeathElectsInOneTerm(t *testing.T) {
 				if v := f.rep.votedFor(); v != nl.rep.Address() {
 					t.Fatalf("%s voted for %q in term %d, want %q", f.name, v, f.rep.Term(), nl.rep.Address())
 				}
+				// The takeover's TimeoutNow, made in the dead leader's
+				// name, is no sign of its life.
+				waitFor(t, f.name+" to take the dead "+ld.name+" for gone", 10*time.Second, func() bool { return f.q.isGone(raft.ServerAddress(ld.addr)) })
 			}
 			g.produce(nl, a, 5, 5)
 			g.start(ld)

@@ -61,7 +61,7 @@ Prints a Markdown table (docs/performance.md).`)
 	timeout := c.Duration("timeout", 15*time.Minute, "give up on a count after this long")
 	dir := c.String("dir", "", "directory for the clusters' files (default: a new temporary directory, removed at the end)")
 	level := c.String("log-level", "off", "log level of the raftlog nodes")
-	profiles := c.String("profile-dir", "", "write a CPU profile of node 1's idle stretch and a heap profile at its end to this directory (idle-N.cpu.pprof, idle-N.heap.pprof)")
+	profiles := c.String("profile-dir", "", "write a CPU profile of node 1's idle stretch and a heap profile at its end to this directory (idle-N.cpu.pprof, idle-N.heap.pprof), and of a survivor's first 15 s of failover (failover-N.cpu.pprof, goroutines at 3 s and 10 s, its metrics once all are led and written)")
 	bin := c.String("bin", "", "the raftlog binary the nodes run (default: this one)")
 	noQuiesce := c.Bool("no-quiesce", false, "run the nodes with --no-quiesce (the reference quiescence is measured against)")
 	saturate := c.Bool("saturate", false, "keep every CPU busy from this process (a spinning goroutine per CPU) while each count runs, as other work on the machine would")
@@ -234,6 +234,25 @@ func benchPartitions(ctx context.Context, progress io.Writer, bin string, nodeAr
 		}
 	}
 	fmt.Fprintf(progress, "  killed node %d, leader of %d partitions\n", victim, row.killedLed)
+	failoverProfiled := make(chan error, 3)
+	if profiles != "" {
+		// Where the survivors' time goes while they take over: a CPU
+		// profile of the first survivor's first 15 s and its goroutines
+		// at 3 s and 10 s.
+		h := left[0].http
+		go func() {
+			failoverProfiled <- fetchTo(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=15", h), filepath.Join(profiles, fmt.Sprintf("failover-%d.cpu.pprof", n)))
+		}()
+		for _, at := range []time.Duration{3 * time.Second, 10 * time.Second} {
+			go func() {
+				err := sleepCtx(ctx, at-time.Since(start))
+				if err == nil {
+					err = fetchTo(ctx, fmt.Sprintf("http://%s/debug/pprof/goroutine?debug=1", h), filepath.Join(profiles, fmt.Sprintf("failover-%d-%v.goroutine.txt", n, at)))
+				}
+				failoverProfiled <- err
+			}()
+		}
+	}
 	survivors, err := kgo.NewClient(benchClientOpts(rest)...)
 	if err != nil {
 		return row, err
@@ -248,6 +267,16 @@ func benchPartitions(ctx context.Context, progress io.Writer, bin string, nodeAr
 	}
 	row.failover = time.Since(start)
 	fmt.Fprintf(progress, "  led again after %v, written after %v\n", row.failoverLed.Round(time.Millisecond), row.failover.Round(time.Millisecond))
+	if profiles != "" {
+		if err := fetchTo(ctx, fmt.Sprintf("http://%s/metrics", left[0].http), filepath.Join(profiles, fmt.Sprintf("failover-%d.metrics.txt", n))); err != nil {
+			return row, fmt.Errorf("failover metrics: %w", err)
+		}
+		for range 3 {
+			if err := <-failoverProfiled; err != nil {
+				return row, fmt.Errorf("failover profile: %w", err)
+			}
+		}
+	}
 	survivors.Close()
 	cl.Close()
 	start = time.Now()
