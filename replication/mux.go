@@ -96,6 +96,12 @@ type dialedSession struct {
 	streams *streamSet
 }
 
+// Close closes the session, its streams ended first (closeSession).
+func (d *dialedSession) Close() error {
+	d.streams.end()
+	return d.Session.Close()
+}
+
 var (
 	muxMagic    = [4]byte{'R', 'L', 'M', 'X'}
 	directMagic = [4]byte{'R', 'L', 'M', 'D'}
@@ -270,12 +276,13 @@ func (m *Mux) serveConn(c net.Conn) {
 		c.Close()
 		forget()
 	}()
-	s, err := yamux.Server(&peekedConn{Conn: c, peeked: magic[:], br: br}, yamuxConfig(m.logger, m.closeTimeout))
+	ss := new(streamSet)
+	s, err := yamux.Server(endingConn{Conn: &peekedConn{Conn: c, peeked: magic[:], br: br}, ss: ss}, yamuxConfig(m.logger, m.closeTimeout))
 	if err != nil {
 		return
 	}
-	defer s.Close()
-	ss := m.watchSession(s)
+	defer closeSession(s, ss)
+	m.watchSession(s, ss)
 	for {
 		st, err := s.AcceptStream()
 		if err != nil {
@@ -300,7 +307,7 @@ const (
 // scheduled) or behind a long send queue (a pong waits its turn behind
 // thousands of groups' frames) cut live peers off and set off elections
 // of every group between them.
-func (m *Mux) keepAlive(s *yamux.Session) {
+func (m *Mux) keepAlive(s *yamux.Session, ss *streamSet) {
 	t := time.NewTicker(keepAliveInterval)
 	defer t.Stop()
 	missed := 0
@@ -322,7 +329,7 @@ func (m *Mux) keepAlive(s *yamux.Session) {
 			}
 			if missed++; missed >= 2 {
 				m.logger.Warn("peer answered no keepalive ping twice: closing its session", "peer", s.RemoteAddr())
-				s.Close()
+				closeSession(s, ss)
 				return
 			}
 		default:
@@ -337,24 +344,58 @@ func (m *Mux) keepAlive(s *yamux.Session) {
 // one by one under their locks, which thousands of spinning readers (a
 // node's append streams from a peer that died) then contend for: two
 // nodes of 10,000 partitions spun at full CPU for minutes after the third
-// was killed. end, run as soon as the session ends, gives every stream a
-// deadline in the past, which ends its spin at once with a timeout.
+// was killed. end gives every stream a deadline in the past, which wakes
+// its reader with a timeout. It runs before the session shuts down: on
+// the first error of the session's connection (endingConn), which is
+// what shuts a session down when its peer dies, and before this node
+// closes a session (closeSession); then no reader is left to spin. Run
+// only once the session had shut down (the watcher, for what else closes
+// it), it came too late: its goroutine waited its turn behind the
+// spinning readers, each spinning its full time slice, tens of seconds.
 type streamSet struct {
 	mu    sync.Mutex
 	m     map[*yamux.Stream]struct{}
 	ended bool
 }
 
-// watchSession keeps session s alive (keepAlive) and returns its stream
-// set, ended the moment s is shut down.
-func (m *Mux) watchSession(s *yamux.Session) *streamSet {
-	ss := new(streamSet)
+// watchSession keeps session s alive (keepAlive) and ends its stream set
+// ss the moment s is shut down, if nothing did before.
+func (m *Mux) watchSession(s *yamux.Session, ss *streamSet) {
 	go func() {
 		<-s.CloseChan()
 		ss.end()
 	}()
-	go m.keepAlive(s)
-	return ss
+	go m.keepAlive(s, ss)
+}
+
+// closeSession closes s, whose stream set is ss, its streams ended first.
+func closeSession(s *yamux.Session, ss *streamSet) {
+	ss.end()
+	s.Close()
+}
+
+// endingConn is a session's connection: its first failed read or write
+// ends the session's streams before yamux learns of it and shuts the
+// session down.
+type endingConn struct {
+	net.Conn
+	ss *streamSet
+}
+
+func (c endingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil {
+		c.ss.end()
+	}
+	return n, err
+}
+
+func (c endingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if err != nil {
+		c.ss.end()
+	}
+	return n, err
 }
 
 // add records st; false when the session already ended.
@@ -562,10 +603,12 @@ func (m *Mux) session(addr raft.ServerAddress, timeout time.Duration) (*dialedSe
 	c, err := m.dial(string(addr), timeout)
 	if err == nil {
 		var s *yamux.Session
-		if s, err = yamux.Client(c, yamuxConfig(m.logger, m.closeTimeout)); err != nil {
+		ss := new(streamSet)
+		if s, err = yamux.Client(endingConn{Conn: c, ss: ss}, yamuxConfig(m.logger, m.closeTimeout)); err != nil {
 			c.Close()
 		} else {
-			call.s = &dialedSession{Session: s, streams: m.watchSession(s)}
+			m.watchSession(s, ss)
+			call.s = &dialedSession{Session: s, streams: ss}
 		}
 	}
 	call.err = err

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -553,4 +554,64 @@ func TestMuxSessionStreamsEnd(t *testing.T) {
 		t.Fatal("a read blocked on the stream did not end with its session's set")
 	}
 	c.Close()
+}
+
+// TestMuxStreamsEndBeforeTheSessionShutsDown: when a session's
+// connection ends (its peer died), the session's stream set has ended by
+// the time yamux shuts the session down: from that shutdown until yamux
+// closes the stream itself, a reader of a stream not ended spins.
+func TestMuxStreamsEndBeforeTheSessionShutsDown(t *testing.T) {
+	var mu sync.Mutex
+	var dialed []net.Conn
+	muxes := newTestMuxes(t, 2, WithDialer(func(addr string, timeout time.Duration) (net.Conn, error) {
+		c, err := net.DialTimeout("tcp", addr, timeout)
+		if err == nil {
+			mu.Lock()
+			dialed = append(dialed, c)
+			mu.Unlock()
+		}
+		return c, err
+	}))
+	layer, err := muxes[1].Layer("g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := layer.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, never written
+		}
+	}()
+	for round := range 20 {
+		c, err := muxes[0].Dial("g", muxes[1].Addr(), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := c.(trackedStream)
+		muxes[0].mu.Lock()
+		s := muxes[0].sessions[muxes[1].Addr()]
+		muxes[0].mu.Unlock()
+		// The connection ends, with no frame of yamux's.
+		mu.Lock()
+		for _, c := range dialed {
+			c.Close()
+		}
+		dialed = nil
+		mu.Unlock()
+		select {
+		case <-s.CloseChan():
+		case <-time.After(10 * time.Second):
+			t.Fatal("the session outlived its connection")
+		}
+		ts.ss.mu.Lock()
+		ended := ts.ss.ended
+		ts.ss.mu.Unlock()
+		if !ended {
+			t.Fatalf("round %d: the session shut down before its streams ended", round)
+		}
+		ts.Close()
+	}
 }
