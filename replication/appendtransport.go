@@ -246,6 +246,12 @@ func (t *appendTransport) RequestPreVote(id raft.ServerID, target raft.ServerAdd
 }
 
 func (t *appendTransport) getConn(target raft.ServerAddress) (*appendConn, error) {
+	if t.quiesce != nil && t.quiesce.q.isGone(target) {
+		// Refused here, as for votes: after a node's death each group
+		// that had a follower there dialed it for every heartbeat and
+		// append, thousands a second, until its backoff grew.
+		return nil, errPeerGone
+	}
 	if c, err := t.pool.take(target); c != nil || err != nil {
 		return c, err
 	}

@@ -61,7 +61,7 @@ Prints a Markdown table (docs/performance.md).`)
 	timeout := c.Duration("timeout", 15*time.Minute, "give up on a count after this long")
 	dir := c.String("dir", "", "directory for the clusters' files (default: a new temporary directory, removed at the end)")
 	level := c.String("log-level", "off", "log level of the raftlog nodes")
-	profiles := c.String("profile-dir", "", "write a CPU profile of node 1's idle stretch and a heap profile at its end to this directory (idle-N.cpu.pprof, idle-N.heap.pprof), and of a survivor's first 15 s of failover (failover-N.cpu.pprof, goroutines at 3 s and 10 s, its metrics once all are led and written)")
+	profiles := c.String("profile-dir", "", "write a CPU profile of node 1's first 20 s of creation (create-N.cpu.pprof) and of its idle stretch and a heap profile at its end to this directory (idle-N.cpu.pprof, idle-N.heap.pprof), and of each survivor's first 15 s of failover (failover-N-node-K.cpu.pprof, goroutines at 3 s and 10 s, its metrics once all are led and written)")
 	bin := c.String("bin", "", "the raftlog binary the nodes run (default: this one)")
 	noQuiesce := c.Bool("no-quiesce", false, "run the nodes with --no-quiesce (the reference quiescence is measured against)")
 	saturate := c.Bool("saturate", false, "keep every CPU busy from this process (a spinning goroutine per CPU) while each count runs, as other work on the machine would")
@@ -144,6 +144,13 @@ func benchPartitions(ctx context.Context, progress io.Writer, bin string, nodeAr
 	adm := kadm.NewClient(cl)
 	const topic = "partitions"
 
+	created := make(chan error, 1)
+	if profiles != "" {
+		// Where creation's time goes: node 1's first 20 s of it.
+		go func() {
+			created <- fetchTo(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=20", nodes[0].http), filepath.Join(profiles, fmt.Sprintf("create-%d.cpu.pprof", n)))
+		}()
+	}
 	start := time.Now()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	req.TimeoutMillis = 0 // answer once created: the leaders are waited for below
@@ -163,6 +170,11 @@ func benchPartitions(ctx context.Context, progress io.Writer, bin string, nodeAr
 	}
 	row.led = time.Since(start)
 	fmt.Fprintf(progress, "  every partition led after %v\n", row.led.Round(time.Millisecond))
+	if profiles != "" {
+		if err := <-created; err != nil {
+			return row, fmt.Errorf("creation profile: %w", err)
+		}
+	}
 
 	if err := sleepCtx(ctx, settle); err != nil {
 		return row, err
@@ -234,23 +246,25 @@ func benchPartitions(ctx context.Context, progress io.Writer, bin string, nodeAr
 		}
 	}
 	fmt.Fprintf(progress, "  killed node %d, leader of %d partitions\n", victim, row.killedLed)
-	failoverProfiled := make(chan error, 3)
+	failoverProfiled := make(chan error, 3*len(left))
 	if profiles != "" {
 		// Where the survivors' time goes while they take over: a CPU
-		// profile of the first survivor's first 15 s and its goroutines
-		// at 3 s and 10 s.
-		h := left[0].http
-		go func() {
-			failoverProfiled <- fetchTo(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=15", h), filepath.Join(profiles, fmt.Sprintf("failover-%d.cpu.pprof", n)))
-		}()
-		for _, at := range []time.Duration{3 * time.Second, 10 * time.Second} {
+		// profile of each one's first 15 s and its goroutines at 3 s and
+		// 10 s.
+		for _, p := range left {
+			h, name := p.http, fmt.Sprintf("failover-%d-node-%d", n, p.id)
 			go func() {
-				err := sleepCtx(ctx, at-time.Since(start))
-				if err == nil {
-					err = fetchTo(ctx, fmt.Sprintf("http://%s/debug/pprof/goroutine?debug=1", h), filepath.Join(profiles, fmt.Sprintf("failover-%d-%v.goroutine.txt", n, at)))
-				}
-				failoverProfiled <- err
+				failoverProfiled <- fetchTo(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=15", h), filepath.Join(profiles, name+".cpu.pprof"))
 			}()
+			for _, at := range []time.Duration{3 * time.Second, 10 * time.Second} {
+				go func() {
+					err := sleepCtx(ctx, at-time.Since(start))
+					if err == nil {
+						err = fetchTo(ctx, fmt.Sprintf("http://%s/debug/pprof/goroutine?debug=1", h), filepath.Join(profiles, fmt.Sprintf("%s-%v.goroutine.txt", name, at)))
+					}
+					failoverProfiled <- err
+				}()
+			}
 		}
 	}
 	survivors, err := kgo.NewClient(benchClientOpts(rest)...)
@@ -268,10 +282,12 @@ func benchPartitions(ctx context.Context, progress io.Writer, bin string, nodeAr
 	row.failover = time.Since(start)
 	fmt.Fprintf(progress, "  led again after %v, written after %v\n", row.failoverLed.Round(time.Millisecond), row.failover.Round(time.Millisecond))
 	if profiles != "" {
-		if err := fetchTo(ctx, fmt.Sprintf("http://%s/metrics", left[0].http), filepath.Join(profiles, fmt.Sprintf("failover-%d.metrics.txt", n))); err != nil {
-			return row, fmt.Errorf("failover metrics: %w", err)
+		for _, p := range left {
+			if err := fetchTo(ctx, fmt.Sprintf("http://%s/metrics", p.http), filepath.Join(profiles, fmt.Sprintf("failover-%d-node-%d.metrics.txt", n, p.id))); err != nil {
+				return row, fmt.Errorf("failover metrics: %w", err)
+			}
 		}
-		for range 3 {
+		for range cap(failoverProfiled) {
 			if err := <-failoverProfiled; err != nil {
 				return row, fmt.Errorf("failover profile: %w", err)
 			}
