@@ -352,6 +352,10 @@ func (m *Mux) keepAlive(s *yamux.Session, ss *streamSet) {
 // only once the session had shut down (the watcher, for what else closes
 // it), it came too late: its goroutine waited its turn behind the
 // spinning readers, each spinning its full time slice, tens of seconds.
+// A deadline set on a stream after its set ended (a request's timeout,
+// the end of a handshake's) is put in the past too (trackedStream): a
+// read under it spun until it passed, and two such readers are enough
+// to take both cores of a node.
 type streamSet struct {
 	mu    sync.Mutex
 	m     map[*yamux.Stream]struct{}
@@ -418,22 +422,39 @@ func (ss *streamSet) remove(st *yamux.Stream) {
 	ss.mu.Unlock()
 }
 
+// pastDeadline is the deadline of an ended set's streams.
+var pastDeadline = time.Unix(1, 0)
+
 // end makes every stream's reads and writes fail at once: its session
 // ended.
 func (ss *streamSet) end() {
 	ss.mu.Lock()
-	ss.ended = true
-	m := ss.m
-	ss.m = nil
-	ss.mu.Unlock()
-	past := time.Unix(1, 0)
-	for st := range m {
-		st.SetDeadline(past)
+	defer ss.mu.Unlock()
+	if ss.ended {
+		return
 	}
+	ss.ended = true
+	for st := range ss.m {
+		st.SetDeadline(pastDeadline)
+	}
+	ss.m = nil
 }
 
-// trackedStream is a stream dialed on a session: Close forgets it in the
-// session's streamSet.
+// setDeadline sets one of st's deadlines (set) to t, or to the past once
+// the set ended: a deadline set after the end, as each request's
+// timeout is, would otherwise let a read spin until it passed.
+func (ss *streamSet) setDeadline(set func(time.Time) error, t time.Time) error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.ended {
+		t = pastDeadline
+	}
+	return set(t)
+}
+
+// trackedStream is a stream of a session (dialed or accepted): Close
+// forgets it in the session's streamSet, and its deadlines stay in the
+// past once the set ended.
 type trackedStream struct {
 	*yamux.Stream
 	ss *streamSet
@@ -442,6 +463,18 @@ type trackedStream struct {
 func (t trackedStream) Close() error {
 	t.ss.remove(t.Stream)
 	return t.Stream.Close()
+}
+
+func (t trackedStream) SetDeadline(d time.Time) error {
+	return t.ss.setDeadline(t.Stream.SetDeadline, d)
+}
+
+func (t trackedStream) SetReadDeadline(d time.Time) error {
+	return t.ss.setDeadline(t.Stream.SetReadDeadline, d)
+}
+
+func (t trackedStream) SetWriteDeadline(d time.Time) error {
+	return t.ss.setDeadline(t.Stream.SetWriteDeadline, d)
 }
 
 // peekedConn is a connection whose first bytes were read to tell a
@@ -474,16 +507,15 @@ func (m *Mux) routeStream(st *yamux.Stream, ss *streamSet) {
 		st.Close()
 		return
 	}
-	forget := func() { ss.remove(st) }
-	st.SetReadDeadline(time.Now().Add(handshakeTimeout))
-	br := bufio.NewReader(st)
+	c := trackedStream{Stream: st, ss: ss}
+	c.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	br := bufio.NewReader(c)
 	var magic [4]byte
 	if _, err := io.ReadFull(br, magic[:]); err != nil || magic != muxMagic {
-		st.Close()
-		forget()
+		c.Close()
 		return
 	}
-	m.route(st, br, forget)
+	m.route(c, br, nil)
 }
 
 // route reads the rest of the handshake of c (a session stream or a direct
@@ -565,7 +597,7 @@ func sessionStream(c net.Conn) bool {
 	if !ok {
 		return false
 	}
-	_, ok = bc.Conn.(*yamux.Stream)
+	_, ok = bc.Conn.(trackedStream)
 	return ok
 }
 

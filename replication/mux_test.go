@@ -553,6 +553,22 @@ func TestMuxSessionStreamsEnd(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a read blocked on the stream did not end with its session's set")
 	}
+	// A deadline set once the set ended (a request's timeout) stays in
+	// the past: a read would spin until it passed once the session shut
+	// down.
+	c.SetReadDeadline(time.Now().Add(time.Hour))
+	go func() {
+		_, err := c.Read(make([]byte, 1))
+		read <- err
+	}()
+	select {
+	case err := <-read:
+		if err == nil {
+			t.Fatal("the read returned no error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a deadline set after the set ended held a read")
+	}
 	c.Close()
 }
 
