@@ -539,36 +539,29 @@ func TestMuxSessionStreamsEnd(t *testing.T) {
 
 	// Ending the set of a live session ends a read blocked on a stream.
 	c := dial()
-	read := make(chan error, 1)
-	go func() {
-		_, err := c.Read(make([]byte, 1))
-		read <- err
-	}()
-	c.ss.end()
-	select {
-	case err := <-read:
-		if err == nil {
-			t.Fatal("the read returned no error")
+	readFails := func(what string, before func()) {
+		t.Helper()
+		read := make(chan error, 1)
+		go func() {
+			_, err := c.Read(make([]byte, 1))
+			read <- err
+		}()
+		before()
+		select {
+		case err := <-read:
+			if err == nil {
+				t.Fatal("the read returned no error")
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal(what)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a read blocked on the stream did not end with its session's set")
 	}
+	readFails("a read blocked on the stream did not end with its session's set", c.ss.end)
 	// A deadline set once the set ended (a request's timeout) stays in
 	// the past: a read would spin until it passed once the session shut
 	// down.
 	c.SetReadDeadline(time.Now().Add(time.Hour))
-	go func() {
-		_, err := c.Read(make([]byte, 1))
-		read <- err
-	}()
-	select {
-	case err := <-read:
-		if err == nil {
-			t.Fatal("the read returned no error")
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a deadline set after the set ended held a read")
-	}
+	readFails("a deadline set after the set ended held a read", func() {})
 	c.Close()
 }
 
