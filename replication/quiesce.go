@@ -1028,10 +1028,10 @@ const (
 // fsyncs, their votes, their logs) starved both nodes left for seconds,
 // long enough for each to take the other for dead. Much of that
 // starvation was yamux's spinning readers (see streamSet); without it,
-// a survivor of a 10,000-partition node's death ran half idle with 64,
-// and 128 bought no faster failover in three runs.
+// 128 at once elected a 10,000-partition node's 3,340 groups in 4.3 and
+// 4.9 s where 64 took 5.1 and 5.5 s.
 const (
-	takeoverCampaigns = 64
+	takeoverCampaigns = 128
 	takeoverCampaign  = 2 * time.Second
 )
 
