@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -96,11 +97,8 @@ type dialedSession struct {
 	streams *streamSet
 }
 
-// Close closes the session, its streams ended first (closeSession).
-func (d *dialedSession) Close() error {
-	d.streams.end()
-	return d.Session.Close()
-}
+// Close closes the session, its streams ended first.
+func (d *dialedSession) Close() error { return closeSession(d.Session, d.streams) }
 
 var (
 	muxMagic    = [4]byte{'R', 'L', 'M', 'X'}
@@ -357,9 +355,13 @@ func (m *Mux) keepAlive(s *yamux.Session, ss *streamSet) {
 // read under it spun until it passed, and two such readers are enough
 // to take both cores of a node.
 type streamSet struct {
-	mu    sync.Mutex
-	m     map[*yamux.Stream]struct{}
-	ended bool
+	mu sync.Mutex
+	m  map[*yamux.Stream]struct{}
+	// ended is set, under mu, before end walks the streams; read without
+	// mu by setDeadline, which every request of every group on the
+	// session runs (a lock of the session's there would be one every
+	// group waits on).
+	ended atomic.Bool
 }
 
 // watchSession keeps session s alive (keepAlive) and ends its stream set
@@ -373,9 +375,9 @@ func (m *Mux) watchSession(s *yamux.Session, ss *streamSet) {
 }
 
 // closeSession closes s, whose stream set is ss, its streams ended first.
-func closeSession(s *yamux.Session, ss *streamSet) {
+func closeSession(s *yamux.Session, ss *streamSet) error {
 	ss.end()
-	s.Close()
+	return s.Close()
 }
 
 // endingConn is a session's connection: its first failed read or write
@@ -406,7 +408,7 @@ func (c endingConn) Write(p []byte) (int, error) {
 func (ss *streamSet) add(st *yamux.Stream) bool {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if ss.ended {
+	if ss.ended.Load() {
 		return false
 	}
 	if ss.m == nil {
@@ -430,10 +432,10 @@ var pastDeadline = time.Unix(1, 0)
 func (ss *streamSet) end() {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if ss.ended {
+	if ss.ended.Load() {
 		return
 	}
-	ss.ended = true
+	ss.ended.Store(true)
 	for st := range ss.m {
 		st.SetDeadline(pastDeadline)
 	}
@@ -442,14 +444,19 @@ func (ss *streamSet) end() {
 
 // setDeadline sets one of st's deadlines (set) to t, or to the past once
 // the set ended: a deadline set after the end, as each request's
-// timeout is, would otherwise let a read spin until it passed.
+// timeout is, would otherwise let a read spin until it passed. Without
+// a lock: set first, then look at ended; end stores ended before it
+// puts every stream's deadlines in the past, so either end's deadline
+// comes after this one or this call sees ended and puts it back.
 func (ss *streamSet) setDeadline(set func(time.Time) error, t time.Time) error {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if ss.ended {
-		t = pastDeadline
+	if ss.ended.Load() {
+		return set(pastDeadline)
 	}
-	return set(t)
+	err := set(t)
+	if ss.ended.Load() {
+		return set(pastDeadline)
+	}
+	return err
 }
 
 // trackedStream is a stream of a session (dialed or accepted): Close

@@ -514,7 +514,7 @@ func TestMuxSessionStreamsEnd(t *testing.T) {
 		ts.ss.mu.Lock()
 		defer ts.ss.mu.Unlock()
 		_, held = ts.ss.m[ts.Stream]
-		return held, ts.ss.ended
+		return held, ts.ss.ended.Load()
 	}
 
 	// Recorded while open, forgotten when closed.
@@ -615,10 +615,7 @@ func TestMuxStreamsEndBeforeTheSessionShutsDown(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("the session outlived its connection")
 		}
-		ts.ss.mu.Lock()
-		ended := ts.ss.ended
-		ts.ss.mu.Unlock()
-		if !ended {
+		if !ts.ss.ended.Load() {
 			t.Fatalf("round %d: the session shut down before its streams ended", round)
 		}
 		ts.Close()

@@ -794,11 +794,13 @@ type groupQuiesce struct {
 	votedFor  func() raft.ServerAddress
 	takeovers atomic.Uint64
 	passes    atomic.Uint64 // turns passed on (passTurn)
-	// leaderSeen is signalled when the replica hears from a leader of
-	// its term or becomes one: a takeover waiting for the group's new
-	// leader (awaitLeader) learns of it at once, and frees its campaign
-	// slot for the next.
+	// leaderSeen is signalled, while awaitLeader waits (awaiting), when
+	// the replica hears from a leader of its term or becomes one: a
+	// takeover waiting for the group's new leader learns of it at once,
+	// and frees its campaign slot for the next. A follower's every
+	// append asks awaiting, not the channel.
 	leaderSeen chan struct{}
+	awaiting   atomic.Bool
 
 	answered atomic.Uint64 // requests answered on a follower's behalf
 	servedN  atomic.Uint64 // requests this replica answered as a follower
@@ -1180,6 +1182,9 @@ func hasLeader(rf *raft.Raft, dead raft.ServerAddress) bool {
 
 // sawLeader tells awaitLeader that the group may have a leader now.
 func (g *groupQuiesce) sawLeader() {
+	if !g.awaiting.Load() {
+		return
+	}
 	select {
 	case g.leaderSeen <- struct{}{}:
 	default:
@@ -1189,6 +1194,8 @@ func (g *groupQuiesce) sawLeader() {
 // awaitLeader waits up to d for the group to have a leader, told by
 // sawLeader, and looks every 50 ms besides.
 func (g *groupQuiesce) awaitLeader(rf *raft.Raft, dead raft.ServerAddress, d time.Duration) bool {
+	g.awaiting.Store(true)
+	defer g.awaiting.Store(false)
 	tick := time.NewTicker(min(d/20, 50*time.Millisecond))
 	defer tick.Stop()
 	for deadline := time.Now().Add(d); time.Now().Before(deadline); {

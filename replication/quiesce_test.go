@@ -520,3 +520,25 @@ func TestLeaderQuietWithAFollowersNodeGone(t *testing.T) {
 	g.start(f)
 	g.checkConverged(a)
 }
+
+// TestNoAppendToAGoneNode: an append to a follower whose node is taken
+// for gone is refused by the leader's transport, as a vote is, rather
+// than dialed; the node here is alive, so only the refusal fails it.
+func TestNoAppendToAGoneNode(t *testing.T) {
+	g, a, ld := quiescedGroup(t)
+	f := g.others(ld)[0]
+	addr := raft.ServerAddress(f.addr)
+	at := ld.rep.guard.Transport.(*appendTransport)
+	req := &raft.AppendEntriesRequest{
+		RPCHeader: ld.rep.guard.header(),
+		Term:      ld.rep.Term(), PrevLogEntry: 1, PrevLogTerm: 1, // not a heartbeat, nothing quiescence answers
+	}
+	ld.q.gone.Store(addr, struct{}{})
+	var resp raft.AppendEntriesResponse
+	if err := at.AppendEntries(raft.ServerID(f.rep.ServerID()), addr, req, &resp); !errors.Is(err, errPeerGone) {
+		t.Fatalf("an append to a node taken for gone: %v, want %v", err, errPeerGone)
+	}
+	ld.q.gone.Delete(addr)
+	g.produce(ld, a, 5, 5)
+	g.checkConverged(a)
+}
